@@ -1,0 +1,1 @@
+"""Pipeline YAML to typed models, with every problem reported by code, file and field."""

@@ -1,0 +1,94 @@
+"""Typed pipeline configuration. Past the loader, no code touches raw YAML dicts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from quarantine_assets.errors import Problem
+
+QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w]*\.[A-Za-z_][\w]*\.[A-Za-z_][\w]*$")
+OUTBOX_SUFFIX = "_outbox"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Rule(_Frozen):
+    """One expectation: a SQL boolean expression that a row passes only when it is TRUE."""
+
+    name: str
+    expression: str
+    action: Literal["drop", "warn", "fail"] = "drop"
+    message: str | None = None
+
+
+class FileSource(_Frozen):
+    """An incremental file source (the reference's `cloudfiles`), read as a Spark file stream."""
+
+    kind: Literal["files"] = "files"
+    path: str
+    format: str
+    options: dict[str, str] = {}
+    schema_ddl: str | None = None  # ours: `source.schema`, a Spark DDL string
+
+
+class DeltaSource(_Frozen):
+    """A Delta table read as a stream."""
+
+    kind: Literal["delta"] = "delta"
+    table: str  # catalog.schema.table
+    options: dict[str, str] = {}
+
+
+class QuarantineSpec(_Frozen):
+    dlq_table: str
+    source_table: str
+
+    @property
+    def outbox_table(self) -> str:
+        return self.dlq_table + OUTBOX_SUFFIX
+
+
+class DataQualityAction(_Frozen):
+    """A `data_quality` transform, resolved through its flowgroup's view chain to a source and a target."""
+
+    pipeline: str
+    flowgroup: str
+    name: str
+    config_file: Path
+    source: FileSource | DeltaSource
+    target_table: str  # the validated table, catalog.schema.table
+    expectations_file: Path
+    rules: tuple[Rule, ...]
+    mode: Literal["dqe", "quarantine"] = "dqe"
+    quarantine: QuarantineSpec | None = None
+    description: str | None = None
+    config_version: str  # short hash of the flowgroup and expectations files, stamped on DLQ rows
+
+    @property
+    def key(self) -> str:
+        """Unique across the project: the asset key prefix and the checkpoint folder name."""
+        return self.name
+
+    @property
+    def owner(self) -> str:
+        """Globally meaningful identity, stamped on every DLQ row this action writes."""
+        return f"{self.pipeline}/{self.flowgroup}/{self.name}"
+
+
+class Project(_Frozen):
+    config_dir: Path
+    env: str
+    actions: tuple[DataQualityAction, ...]
+    warnings: tuple[Problem, ...] = ()
+
+    def action(self, key: str) -> DataQualityAction:
+        for action in self.actions:
+            if action.key == key:
+                return action
+        raise KeyError(key)

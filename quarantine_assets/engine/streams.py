@@ -1,0 +1,41 @@
+"""Triggered (availableNow) streaming runs whose batch errors surface as themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame
+
+
+def run_available_now(
+    stream: DataFrame, on_batch: Callable[[DataFrame, int], None], checkpoint: Path, query_name: str
+) -> None:
+    """Run `on_batch` over everything new since the checkpoint, then stop.
+
+    Spark wraps errors raised inside foreachBatch in a StreamingQueryException; we re-raise
+    the original so that coded errors keep their code.
+    """
+    raised: list[BaseException] = []
+
+    def guarded(batch: DataFrame, batch_id: int) -> None:
+        try:
+            on_batch(batch, batch_id)
+        except BaseException as error:
+            raised.append(error)
+            raise
+
+    query = (
+        stream.writeStream.queryName(query_name)
+        .foreachBatch(guarded)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except StreamingQueryException:
+        if raised:
+            raise raised[0] from None
+        raise
