@@ -1,0 +1,5 @@
+"""Entry point for `dagster dev -w workspace.yaml`."""
+
+from quarantine_assets.defs import build_definitions
+
+defs = build_definitions()

@@ -1,0 +1,186 @@
+"""The split on real Spark and Delta: partition, exactly once, identical rows kept."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from pyspark.sql import functions as F
+
+from builders import ORDERS_SCHEMA, orders_action
+from quarantine_assets.engine.split import run_split, split_batch
+from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.errors import DataQualityFailure, MissingTableError
+
+
+def append_source(spark, warehouse, action, rows):
+    spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(
+        str(warehouse.path(action.source.table))
+    )
+
+
+def random_orders(rng: random.Random, first_row_no: int, count: int):
+    return [
+        (
+            first_row_no + n,
+            rng.choice([None, rng.randint(1, 5)]),
+            rng.choice([None, -1.0, 0.0, 12.5]),
+            rng.choice([None, "EUR", "USD", "XXX"]),
+        )
+        for n in range(count)
+    ]
+
+
+def validated_rows(spark, warehouse, action):
+    rows = spark.read.format("delta").load(str(warehouse.path(action.target_table))).collect()
+    return [tuple(row) for row in rows]
+
+
+def inbox_slice(spark, warehouse, action):
+    return (
+        spark.read.format("delta")
+        .load(str(warehouse.path(action.quarantine.dlq_table)))
+        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
+    )
+
+
+def inbox_payloads(spark, warehouse, action):
+    """Turn `_row_data` back into tuples, by name and type, to compare with the input."""
+    return [
+        tuple(row)
+        for row in inbox_slice(spark, warehouse, action)
+        .select(
+            F.variant_get("_row_data", "$.row_no", "int"),
+            F.variant_get("_row_data", "$.order_id", "int"),
+            F.variant_get("_row_data", "$.amount", "double"),
+            F.variant_get("_row_data", "$.currency", "string"),
+        )
+        .collect()
+    ]
+
+
+def passes(row) -> bool:
+    _, order_id, amount, currency = row
+    return order_id is not None and amount is not None and amount >= 0 and currency in ("EUR", "USD")
+
+
+def test_validated_and_inbox_partition_random_batches_including_nulls(spark, warehouse):
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rng = random.Random(7)
+    sent = []
+    for batch in range(3):
+        rows = random_orders(rng, batch * 1000, rng.randint(20, 60))
+        sent += rows
+        append_source(spark, warehouse, action, rows)
+        run_split(spark, action, warehouse, run_id=f"run-{batch}")
+
+    validated = validated_rows(spark, warehouse, action)
+    quarantined = inbox_payloads(spark, warehouse, action)
+    assert Counter(validated) + Counter(quarantined) == Counter(sent)
+    assert not {r[0] for r in validated} & {r[0] for r in quarantined}
+    assert all(passes(row) for row in validated)
+    assert not any(passes(row) for row in quarantined)
+
+
+def test_null_rule_result_goes_to_inbox_and_is_named(spark, warehouse):
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    append_source(spark, warehouse, action, [(1, 10, None, "EUR")])
+    report = run_split(spark, action, warehouse, run_id="run")
+
+    record = inbox_slice(spark, warehouse, action).first()
+    assert report.rows_quarantined == 1 and report.failures_per_rule["non_negative_amount"] == 1
+    assert [failure["name"] for failure in record["_dlq_failed_rules"]] == ["non_negative_amount"]
+    assert record["_dlq_status"] == "quarantined"
+    assert record["_dlq_attempt"] == 1 and record["_dlq_run_id"] == "run"
+    assert record["_dlq_action"] == "demo/orders/dq_orders"
+    # NULL survives the VARIANT round trip as NULL, and types are kept.
+    assert inbox_slice(spark, warehouse, action).select(
+        F.schema_of_variant("_row_data")
+    ).first()[0] == "OBJECT<amount: VOID, currency: STRING, order_id: BIGINT, row_no: BIGINT>"
+
+
+def test_rerun_without_new_input_adds_nothing(spark, warehouse):
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    append_source(spark, warehouse, action, random_orders(random.Random(1), 0, 30))
+    first = run_split(spark, action, warehouse, run_id="first")
+    second = run_split(spark, action, warehouse, run_id="second")
+
+    assert first.rows_read == 30 and second.rows_read == 0
+    assert len(validated_rows(spark, warehouse, action)) == first.rows_validated
+    assert inbox_slice(spark, warehouse, action).count() == first.rows_quarantined
+
+
+def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
+    """A crash after the writes but before the checkpoint commit replays the same batch id."""
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    batch = spark.createDataFrame(random_orders(random.Random(2), 0, 40), ORDERS_SCHEMA)
+    first = split_batch(spark, batch, 0, action, warehouse, run_id="crashed")
+    split_batch(spark, batch, 0, action, warehouse, run_id="replay")
+
+    assert len(validated_rows(spark, warehouse, action)) == first.rows_validated
+    assert inbox_slice(spark, warehouse, action).count() == first.rows_quarantined
+    assert first.rows_quarantined > 0
+
+
+def test_identical_bad_rows_in_two_batches_and_one_batch_are_all_kept(spark, warehouse):
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    bad = (1, None, 5.0, "EUR")
+    append_source(spark, warehouse, action, [bad, bad])
+    run_split(spark, action, warehouse, run_id="one")
+    append_source(spark, warehouse, action, [bad])
+    run_split(spark, action, warehouse, run_id="two")
+
+    keys = [row["_dlq_sk"] for row in inbox_slice(spark, warehouse, action).collect()]
+    assert len(keys) == 3 and len(set(keys)) == 3
+
+
+def test_two_sources_share_one_dlq_without_touching_each_other(spark, warehouse):
+    orders = orders_action()
+    returns = orders_action(name="dq_returns", source_table="demo.bronze.returns")
+    create_dlq_tables(spark, warehouse, orders.quarantine.dlq_table)
+    append_source(spark, warehouse, orders, [(1, None, 1.0, "EUR")])
+    append_source(spark, warehouse, returns, [(1, None, 1.0, "EUR"), (2, None, 1.0, "EUR")])
+    run_split(spark, orders, warehouse, run_id="o")
+    run_split(spark, returns, warehouse, run_id="r")
+
+    assert inbox_slice(spark, warehouse, orders).count() == 1
+    assert inbox_slice(spark, warehouse, returns).count() == 2
+
+
+def test_missing_inbox_fails_before_anything_is_written(spark, warehouse):
+    action = orders_action()
+    append_source(spark, warehouse, action, [(1, 1, 1.0, "EUR")])
+    with pytest.raises(MissingTableError) as raised:
+        run_split(spark, action, warehouse, run_id="run")
+
+    assert raised.value.code == "QA-TBL-001"
+    assert "demo.ops.dlq" in str(raised.value) and "quarantine-assets create-tables" in str(raised.value)
+    assert not warehouse.path(action.target_table).exists()
+
+
+def test_dqe_mode_drops_failing_rows_and_reports_them(spark, warehouse):
+    action = orders_action(mode="dqe")
+    append_source(spark, warehouse, action, [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")])
+    report = run_split(spark, action, warehouse, run_id="run")
+
+    assert (report.rows_read, report.rows_validated, report.rows_dropped, report.rows_quarantined) == (2, 1, 1, 0)
+    assert [row[0] for row in validated_rows(spark, warehouse, action)] == [1]
+
+
+def test_dqe_fail_rule_stops_the_batch_and_writes_nothing(spark, warehouse):
+    from builders import ORDER_RULES
+
+    rules = (ORDER_RULES[0].model_copy(update={"action": "fail"}), *ORDER_RULES[1:])
+    action = orders_action(mode="dqe", rules=rules)
+    append_source(spark, warehouse, action, [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")])
+    with pytest.raises(DataQualityFailure) as raised:
+        run_split(spark, action, warehouse, run_id="run")
+
+    assert raised.value.code == "QA-DQ-001" and "valid_order_id" in str(raised.value)
+    assert not warehouse.path(action.target_table).exists()
