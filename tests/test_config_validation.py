@@ -1,0 +1,275 @@
+"""One test per problem code: a small config folder with exactly one thing wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from quarantine_assets.config.loader import load_project
+from quarantine_assets.config.validation import rule_expression_problems
+from quarantine_assets.errors import ConfigError, Problem
+from quarantine_assets.settings import REPO_ROOT
+
+ABSENT = object()  # an override that removes the key
+RULES = {"order_id IS NOT NULL": {"action": "drop", "name": "valid_order_id"}}
+TOKENS = {"dev": {"catalog": "main", "ops_schema": "ops", "bronze_schema": "bronze"}}
+
+
+def flowgroup(table: str = "orders", name: str | None = None, **dq_overrides: Any) -> dict[str, Any]:
+    """load -> data_quality (quarantine) -> write, valid unless overridden."""
+    dq = {
+        "name": name or f"dq_{table}",
+        "type": "transform",
+        "transform_type": "data_quality",
+        "source": f"v_{table}_raw",
+        "target": f"v_{table}_validated",
+        "expectations_file": "expectations/rules.yaml",
+        "mode": "quarantine",
+        "readMode": "stream",
+        "quarantine": {"dlq_table": "${catalog}.${ops_schema}.dlq", "source_table": f"${{catalog}}.${{bronze_schema}}.{table}"},
+    }
+    dq = {key: value for key, value in {**dq, **dq_overrides}.items() if value is not ABSENT}
+    return {
+        "pipeline": "demo",
+        "flowgroup": table,
+        "actions": [
+            {
+                "name": f"load_{table}",
+                "type": "load",
+                "source": {"type": "cloudfiles", "path": f"${{warehouse}}/_landing/{table}", "format": "json"},
+                "target": f"v_{table}_raw",
+            },
+            dq,
+            {
+                "name": f"write_{table}",
+                "type": "write",
+                "source": f"v_{table}_validated",
+                "write_target": {"type": "streaming_table", "catalog": "${catalog}", "schema": "${bronze_schema}", "table": table},
+            },
+        ],
+    }
+
+
+def project_dir(root: Path, flowgroups: dict[str, Any], rules: Any = RULES) -> Path:
+    """Flowgroups by file name (a dict is dumped as YAML, a str written as is), one rules file, dev tokens."""
+    files = {f"pipelines/{name}": content for name, content in flowgroups.items()}
+    files |= {"expectations/rules.yaml": rules, "substitutions/dev.yaml": TOKENS}
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False))
+    return root
+
+
+def problems_of(config_dir: Path) -> list[Problem]:
+    with pytest.raises(ConfigError) as raised:
+        load_project(config_dir, env="dev", warehouse=config_dir / "warehouse")
+    return raised.value.problems
+
+
+def assert_has(problems: list[Problem], code: str, file: Path, field: str | None) -> Problem:
+    for problem in problems:
+        if (problem.code, problem.file, problem.field) == (code, file, field):
+            return problem
+    listing = "\n".join(str(problem) for problem in problems)
+    raise AssertionError(f"no {code} at {file}: {field} among:\n{listing}")
+
+
+def test_yaml_that_does_not_parse_is_qa_cfg_001(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": "pipeline: demo\nactions: [unclosed\n"})
+    problem = assert_has(problems_of(config), "QA-CFG-001", config / "pipelines/orders.yaml", None)
+    assert "line" in problem.message
+
+
+def test_flowgroup_whose_top_level_is_not_a_mapping_is_qa_cfg_001(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": "- just\n- a list\n"})
+    assert_has(problems_of(config), "QA-CFG-001", config / "pipelines/orders.yaml", None)
+
+
+def test_flowgroup_without_pipeline_key_is_qa_cfg_002(tmp_path):
+    broken = flowgroup()
+    del broken["pipeline"]
+    config = project_dir(tmp_path, {"orders.yaml": broken})
+    assert_has(problems_of(config), "QA-CFG-002", config / "pipelines/orders.yaml", "pipeline")
+
+
+def test_action_without_type_is_qa_cfg_002(tmp_path):
+    broken = flowgroup()
+    del broken["actions"][2]["type"]
+    config = project_dir(tmp_path, {"orders.yaml": broken})
+    assert_has(problems_of(config), "QA-CFG-002", config / "pipelines/orders.yaml", "actions[2].type")
+
+
+def test_data_quality_source_not_produced_by_a_load_is_qa_cfg_002(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(source="v_nobody_makes_this")})
+    assert_has(problems_of(config), "QA-CFG-002", config / "pipelines/orders.yaml", "actions[1].source")
+
+
+def test_data_quality_target_no_write_consumes_is_qa_cfg_002(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(target="v_written_nowhere")})
+    assert_has(problems_of(config), "QA-CFG-002", config / "pipelines/orders.yaml", "actions[1].target")
+
+
+def test_unsupported_load_source_type_is_qa_cfg_002(tmp_path):
+    broken = flowgroup()
+    broken["actions"][0]["source"] = {"type": "jdbc", "url": "jdbc:postgresql://db/orders"}
+    config = project_dir(tmp_path, {"orders.yaml": broken})
+    assert_has(problems_of(config), "QA-CFG-002", config / "pipelines/orders.yaml", "actions[0].source.type")
+
+
+def test_unknown_token_is_qa_cfg_003(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(description="for ${team_name}")})
+    assert_has(problems_of(config), "QA-CFG-003", config / "pipelines/orders.yaml", "actions[1].description")
+
+
+def test_unset_secret_is_qa_cfg_004(tmp_path, monkeypatch):
+    monkeypatch.delenv("QUARANTINE_SECRET_VAULT_LANDING_SAS", raising=False)
+    broken = flowgroup()
+    broken["actions"][0]["source"]["options"] = {"sas": "${secret:vault/landing-sas}"}
+    config = project_dir(tmp_path, {"orders.yaml": broken})
+    problem = assert_has(problems_of(config), "QA-CFG-004", config / "pipelines/orders.yaml", "actions[0].source.options.sas")
+    assert "QUARANTINE_SECRET_VAULT_LANDING_SAS" in problem.message
+
+
+def test_mode_other_than_dqe_or_quarantine_is_qa_cfg_010(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(mode="strict")})
+    assert_has(problems_of(config), "QA-CFG-010", config / "pipelines/orders.yaml", "actions[1].mode")
+
+
+def test_quarantine_mode_without_quarantine_block_is_qa_cfg_011(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=ABSENT)})
+    assert_has(problems_of(config), "QA-CFG-011", config / "pipelines/orders.yaml", "actions[1].quarantine")
+
+
+@pytest.mark.parametrize("mode", ["dqe", ABSENT], ids=["mode dqe", "mode omitted"])
+def test_quarantine_block_outside_quarantine_mode_is_qa_cfg_012(tmp_path, mode):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(mode=mode, readMode=ABSENT)})
+    assert_has(problems_of(config), "QA-CFG-012", config / "pipelines/orders.yaml", "actions[1].quarantine")
+
+
+@pytest.mark.parametrize("dlq_table", ["ops.dlq", "main.ops.dlq.extra", None], ids=["two parts", "four parts", "missing"])
+def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, dlq_table):
+    quarantine = {"source_table": "main.bronze.orders"} | ({"dlq_table": dlq_table} if dlq_table else {})
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
+
+
+def test_source_table_not_fully_qualified_is_qa_cfg_014(tmp_path):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "orders"}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(problems_of(config), "QA-CFG-014", config / "pipelines/orders.yaml", "actions[1].quarantine.source_table")
+
+
+def test_quarantine_mode_with_batch_read_mode_is_qa_cfg_015(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(readMode="batch")})
+    assert_has(problems_of(config), "QA-CFG-015", config / "pipelines/orders.yaml", "actions[1].readMode")
+
+
+def test_expectations_file_not_found_is_qa_cfg_016_on_the_citing_field(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(expectations_file="expectations/missing.yaml")})
+    problem = assert_has(problems_of(config), "QA-CFG-016", config / "pipelines/orders.yaml", "actions[1].expectations_file")
+    assert "missing.yaml" in problem.message
+
+
+def test_expectations_file_without_rules_is_qa_cfg_017(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules={"expectations": []})
+    assert_has(problems_of(config), "QA-CFG-017", config / "expectations/rules.yaml", None)
+
+
+def test_rule_without_name_is_qa_cfg_018(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules={"order_id IS NOT NULL": {"action": "drop"}})
+    assert_has(problems_of(config), "QA-CFG-018", config / "expectations/rules.yaml", "['order_id IS NOT NULL'].name")
+
+
+def test_rule_without_expression_is_qa_cfg_018(tmp_path):
+    rules = [{"name": "valid_order_id", "failureAction": "drop"}]
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
+    assert_has(problems_of(config), "QA-CFG-018", config / "expectations/rules.yaml", "[0].expression")
+
+
+def test_rule_with_unknown_action_is_qa_cfg_018(tmp_path):
+    rules = {"expectations": [{"name": "valid_order_id", "expression": "order_id IS NOT NULL", "failureAction": "explode"}]}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
+    assert_has(problems_of(config), "QA-CFG-018", config / "expectations/rules.yaml", "expectations[0].failureAction")
+
+
+def test_warn_rule_in_quarantine_mode_acts_as_drop_with_warning_qa_cfg_019(tmp_path):
+    rules = {"currency IN ('EUR')": {"action": "warn", "name": "known_currency"}}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
+    project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
+    assert project.actions[0].rules[0].action == "drop"
+    warning = assert_has(list(project.warnings), "QA-CFG-019", config / "expectations/rules.yaml", "[\"currency IN ('EUR')\"].action")
+    assert warning.severity == "warning"
+
+
+def test_two_quarantine_actions_sharing_dlq_and_source_table_is_qa_cfg_020_naming_both(tmp_path):
+    first = flowgroup("orders", name="dq_orders")
+    second = flowgroup("returns", name="dq_returns")
+    second["actions"][1]["quarantine"]["source_table"] = "${catalog}.${bronze_schema}.orders"
+    config = project_dir(tmp_path, {"a_orders.yaml": first, "b_returns.yaml": second})
+    problem = assert_has(problems_of(config), "QA-CFG-020", config / "pipelines/b_returns.yaml", "actions[1].quarantine.source_table")
+    for mention in ("a_orders.yaml", "b_returns.yaml", "'dq_orders'", "'dq_returns'", "LHP-VAL-069"):
+        assert mention in problem.message
+
+
+def test_shared_dlq_with_distinct_source_tables_is_accepted(tmp_path):
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup("orders"), "returns.yaml": flowgroup("returns")})
+    project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
+    assert {action.quarantine.dlq_table for action in project.actions} == {"main.ops.dlq"}
+
+
+def test_two_data_quality_actions_with_one_name_is_qa_cfg_021(tmp_path):
+    config = project_dir(
+        tmp_path,
+        {"a_orders.yaml": flowgroup("orders", name="dq_bronze"), "b_returns.yaml": flowgroup("returns", name="dq_bronze")},
+    )
+    problem = assert_has(problems_of(config), "QA-CFG-021", config / "pipelines/b_returns.yaml", "actions[1].name")
+    assert "a_orders.yaml" in problem.message
+
+
+def test_rule_spark_cannot_parse_is_qa_cfg_022(tmp_path, spark):
+    rules = {"amount >=": {"action": "drop", "name": "half_written"}, "amount >= 0": {"action": "drop", "name": "fine"}}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
+    project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
+    problems = rule_expression_problems(project, spark)
+    assert [(p.code, p.file, p.field) for p in problems] == [("QA-CFG-022", config / "expectations/rules.yaml", "half_written")]
+
+
+def test_dlq_table_that_is_the_validated_table_is_qa_cfg_023(tmp_path):
+    quarantine = {"dlq_table": "main.bronze.orders", "source_table": "main.bronze.orders"}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(problems_of(config), "QA-CFG-023", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
+
+
+def test_problems_from_every_file_are_reported_together(tmp_path):
+    config = project_dir(
+        tmp_path,
+        {"orders.yaml": flowgroup("orders", mode="strict"), "returns.yaml": flowgroup("returns", readMode="batch")},
+    )
+    codes = {(problem.code, problem.file.name) for problem in problems_of(config)}
+    assert {("QA-CFG-010", "orders.yaml"), ("QA-CFG-015", "returns.yaml")} <= codes
+
+
+def test_secret_values_never_appear_in_problem_messages(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUARANTINE_SECRET_OPS_DLQ", "hunter2-not-a-table")
+    quarantine = {"dlq_table": "${secret:ops/dlq}", "source_table": "main.bronze.orders"}
+    config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    problem = assert_has(problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
+    assert "hunter2" not in problem.message
+
+
+def test_cross_file_rules_still_run_when_an_action_has_other_errors(tmp_path):
+    first = flowgroup("orders", name="dq_orders", readMode="batch")
+    second = flowgroup("returns", name="dq_orders")
+    config = project_dir(tmp_path, {"a_orders.yaml": first, "b_returns.yaml": second})
+    problems = problems_of(config)
+    assert_has(problems, "QA-CFG-015", config / "pipelines/a_orders.yaml", "actions[1].readMode")
+    assert_has(problems, "QA-CFG-021", config / "pipelines/b_returns.yaml", "actions[1].name")
+
+
+def test_demo_rules_all_parse(spark, tmp_path):
+    project = load_project(REPO_ROOT / "configs", env="dev", warehouse=tmp_path / "warehouse")
+    assert rule_expression_problems(project, spark) == []
