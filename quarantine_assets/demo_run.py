@@ -20,6 +20,7 @@ from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
 from quarantine_assets.errors import QuarantineError
 
 LANDING = "_landing"
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _instance() -> DagsterInstance:
@@ -44,7 +45,7 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
     result = (
         build_definitions(project, default_resources(warehouse_root))
         .resolve_job_def(SPLIT_JOB)
-        .execute_in_process(instance=_instance(), raise_on_error=False)
+        .execute_in_process(run_config=QUIET_RUN, instance=_instance(), raise_on_error=False)
     )
     run_seconds = time.perf_counter() - run_started
     if not result.success:
@@ -53,7 +54,7 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
 
     table = Table(title=f"run {result.run_id}")
     for column in ("asset", "table", "location", "rows"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for action in project.actions:
         validated_path = tables.path(action.target_table)
         validated_rows = spark.read.format("delta").load(str(validated_path)).count()

@@ -1,6 +1,5 @@
 """The asset factory: per data-quality action, the split that yields validated and inbox."""
 
-from __future__ import annotations
 
 from collections.abc import Iterator
 

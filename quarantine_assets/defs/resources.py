@@ -1,6 +1,5 @@
 """Resources, chosen in one place: local Spark and a local warehouse unless configured otherwise."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

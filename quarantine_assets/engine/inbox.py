@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.rules import FAILED_RULES, RESCUED_DATA
 from quarantine_assets.engine.source import SOURCE_FILE
+from quarantine_assets.engine.statuses import QUARANTINED
 
-QUARANTINED = "quarantined"
 # Columns the split adds to a row; everything else is the row itself.
 BOOKKEEPING_COLUMNS = (FAILED_RULES, RESCUED_DATA, SOURCE_FILE)
 # 128 bits: collisions stay near n^2/2^129, negligible at 10^9 rows (64-bit xxhash: ~3%).
