@@ -24,7 +24,6 @@ POST_IMAGES = ("insert", "update_postimage")
 @dataclass
 class OutboxReport:
     batches: int = 0
-    changes_read: int = 0
     rows_sent: int = 0  # fixed rows handed to the outbox in this run
 
 

@@ -1,0 +1,174 @@
+"""What an operator does to the DLQ: look, count, fix, discard. Every change is scoped to one source."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.inbox import scoped_key_condition
+from quarantine_assets.engine.recycled import validated_schema
+from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
+from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.errors import OperatorError
+
+# Rows an operator may still change; recycled, discarded and exhausted rows are history.
+OPEN_STATUSES = (QUARANTINED, FIXED)
+LISTED_COLUMNS = (
+    "_dlq_sk",
+    "_dlq_source_table",
+    "_dlq_status",
+    "_dlq_attempt",
+    "_dlq_timestamp",
+    "_dlq_failed_rules",
+    "_dlq_reason",
+)
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    source_table: str | None = None
+    status: str | None = None
+    rule: str | None = None
+    older_than: timedelta | None = None
+
+
+def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter) -> DataFrame:
+    rows = spark.read.format("delta").load(str(warehouse.path(dlq_table)))
+    if row_filter.source_table:
+        rows = rows.where(F.col("_dlq_source_table") == row_filter.source_table)
+    if row_filter.status:
+        rows = rows.where(F.col("_dlq_status") == row_filter.status)
+    if row_filter.rule:
+        rows = rows.where(F.exists("_dlq_failed_rules", lambda failure: failure["name"] == row_filter.rule))
+    if row_filter.older_than:
+        cutoff = F.current_timestamp() - F.make_dt_interval(secs=F.lit(row_filter.older_than.total_seconds()))
+        rows = rows.where(F.col("_dlq_timestamp") < cutoff)
+    return rows
+
+
+def listing(rows: DataFrame) -> DataFrame:
+    return rows.select(*LISTED_COLUMNS, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp")
+
+
+def counts_by_rule_and_status(rows: DataFrame) -> DataFrame:
+    """One row per (source, failed rule, status); a row failing two rules counts under both."""
+    return (
+        rows.select("_dlq_source_table", "_dlq_status", F.explode_outer("_dlq_failed_rules.name").alias("rule"))
+        .groupBy("_dlq_source_table", "rule", "_dlq_status")
+        .count()
+        .orderBy("_dlq_source_table", "rule", "_dlq_status")
+    )
+
+
+def oldest_quarantined_age(rows: DataFrame) -> timedelta | None:
+    oldest = rows.where(F.col("_dlq_status") == QUARANTINED).agg(F.min("_dlq_timestamp")).first()[0]
+    if oldest is None:
+        return None
+    now = rows.sparkSession.sql("SELECT current_timestamp()").first()[0]
+    return now - oldest
+
+
+def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str]) -> dict:
+    """Current payload per key, after refusing unknown keys, other sources' keys and closed rows."""
+    source_table = action.quarantine.source_table
+    found = {
+        row["_dlq_sk"]: row
+        for row in spark.read.format("delta")
+        .load(str(warehouse.path(action.quarantine.dlq_table)))
+        .where(F.col("_dlq_sk").isin(keys))
+        .select("_dlq_sk", "_dlq_source_table", "_dlq_status", F.to_json("_row_data").alias("payload"))
+        .collect()
+    }
+    for key in keys:
+        row = found.get(key)
+        if row is None:
+            raise OperatorError("QA-OPS-001", f"no DLQ row with key {key} in {action.quarantine.dlq_table}", field=key)
+        if row["_dlq_source_table"] != source_table:
+            raise OperatorError(
+                "QA-OPS-002",
+                f"row {key} belongs to {row['_dlq_source_table']}, not {source_table}; "
+                "an update is scoped to one source",
+                field=key,
+            )
+        if row["_dlq_status"] not in OPEN_STATUSES:
+            raise OperatorError(
+                "QA-OPS-003",
+                f"row {key} is {row['_dlq_status']}; only {' or '.join(OPEN_STATUSES)} rows can change",
+                field=key,
+            )
+    return {key: json.loads(found[key]["payload"]) for key in keys}
+
+
+def _checked_fields(fields: dict[str, Any], allowed: list[str]) -> dict[str, Any]:
+    unknown = sorted(set(fields) - set(allowed))
+    if unknown:
+        raise OperatorError(
+            "QA-OPS-004", f"unknown field(s) {unknown}; the validated table has {allowed}", field=",".join(unknown)
+        )
+    return fields
+
+
+def fix_rows(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    action: DataQualityAction,
+    keys: list[str],
+    *,
+    set_fields: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None = None,
+    by: str,
+) -> int:
+    """Set fields in, or replace, each row's payload and mark it fixed. All or nothing."""
+    if (set_fields is None) == (payload is None):
+        raise OperatorError("QA-OPS-005", "give either fields to set or a whole payload, not both or neither")
+    allowed = validated_schema(spark, warehouse, action).fieldNames()
+    changes = _checked_fields(payload if payload is not None else set_fields, allowed)
+    current = _open_payloads(spark, warehouse, action, keys)
+    fixed = {key: changes if payload is not None else current[key] | changes for key in keys}
+    updates = spark.createDataFrame([(key, json.dumps(value)) for key, value in fixed.items()], "_dlq_sk STRING, payload STRING")
+    return _update_open_rows(
+        spark,
+        warehouse,
+        action,
+        updates,
+        {"_dlq_status": F.lit(FIXED), "_row_data": F.parse_json("new.payload"), "_dlq_reason": F.lit(None)},
+        by,
+    )
+
+
+def discard_rows(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str], *, reason: str, by: str
+) -> int:
+    if not reason.strip():
+        raise OperatorError("QA-OPS-006", "a discard needs a reason")
+    _open_payloads(spark, warehouse, action, keys)
+    updates = spark.createDataFrame([(key,) for key in keys], "_dlq_sk STRING")
+    return _update_open_rows(
+        spark, warehouse, action, updates, {"_dlq_status": F.lit(DISCARDED), "_dlq_reason": F.lit(reason)}, by
+    )
+
+
+def _update_open_rows(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, updates: DataFrame, values: dict, by: str
+) -> int:
+    """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
+    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
+    statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
+    retry_on_conflict(
+        lambda: inbox.alias("dlq")
+        .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
+        .whenMatchedUpdate(
+            condition=f"dlq._dlq_status IN ({statuses})",
+            set=values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)},
+        )
+        .execute()
+    )
+    return updates.count()
