@@ -12,6 +12,8 @@ from quarantine_assets.engine.split import SplitReport, run_split
 
 VALIDATED = "validated"
 INBOX = "inbox"
+OUTBOX = "outbox"
+RECYCLED = "recycled"
 
 
 def asset_key(action: DataQualityAction, role: str) -> AssetKey:
