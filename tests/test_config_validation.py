@@ -205,6 +205,20 @@ def test_warn_rule_in_quarantine_mode_acts_as_drop_with_warning_qa_cfg_019(tmp_p
     assert warning.severity == "warning"
 
 
+@pytest.mark.parametrize("max_attempts", [0, -1, "three", True])
+def test_max_attempts_that_is_not_a_positive_whole_number_is_qa_cfg_024(tmp_path, max_attempts):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", "max_attempts": max_attempts}
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(problems_of(config_dir), "QA-CFG-024", config_dir / "pipelines/orders.yaml", "actions[1].quarantine.max_attempts")
+
+
+def test_max_attempts_reaches_the_quarantine_spec(tmp_path):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", "max_attempts": 5}
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    project = load_project(config_dir, env="dev", warehouse=tmp_path / "warehouse")
+    assert project.actions[0].quarantine.max_attempts == 5
+
+
 def test_two_quarantine_actions_sharing_dlq_and_source_table_is_qa_cfg_020_naming_both(tmp_path):
     first = flowgroup("orders", name="dq_orders")
     second = flowgroup("returns", name="dq_returns")

@@ -21,3 +21,4 @@ SHARED_DLQ_SOURCE = "QA-CFG-020"  # two quarantine actions share dlq_table and s
 DUPLICATE_ACTION_NAME = "QA-CFG-021"  # two data_quality actions share a name (the asset key)
 RULE_UNPARSEABLE = "QA-CFG-022"  # Spark cannot parse a rule expression
 DLQ_IS_TARGET = "QA-CFG-023"  # a DLQ inbox or outbox is also a validated target table
+BAD_MAX_ATTEMPTS = "QA-CFG-024"  # quarantine.max_attempts (ours) is not a positive whole number

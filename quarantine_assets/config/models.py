@@ -12,6 +12,7 @@ from quarantine_assets.errors import Problem
 
 QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w]*\.[A-Za-z_][\w]*\.[A-Za-z_][\w]*$")
 OUTBOX_SUFFIX = "_outbox"
+DEFAULT_MAX_ATTEMPTS = 3
 
 
 class _Frozen(BaseModel):
@@ -48,6 +49,8 @@ class DeltaSource(_Frozen):
 class QuarantineSpec(_Frozen):
     dlq_table: str
     source_table: str
+    # Ours: recycles a row may fail before it is closed as exhausted.
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     @property
     def outbox_table(self) -> str:

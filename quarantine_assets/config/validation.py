@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from quarantine_assets.config.codes import (
     BAD_DLQ_TABLE,
+    BAD_MAX_ATTEMPTS,
     BAD_MODE,
     BAD_READ_MODE,
     BAD_SOURCE_TABLE,
@@ -23,7 +24,7 @@ from quarantine_assets.config.codes import (
     SHARED_DLQ_SOURCE,
     STRUCTURE,
 )
-from quarantine_assets.config.models import QUALIFIED_NAME, Project, QuarantineSpec
+from quarantine_assets.config.models import DEFAULT_MAX_ATTEMPTS, QUALIFIED_NAME, Project, QuarantineSpec
 from quarantine_assets.config.yaml_files import child, is_text
 from quarantine_assets.errors import Problem
 
@@ -100,6 +101,10 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
         if not _is_qualified(value):
             message = f"quarantine.{key} must be a fully qualified catalog.schema.table, got {value!r}"
             problems.append(Problem(code, message, file=file, field=child(child(field, "quarantine"), key)))
+    max_attempts = quarantine.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if not _is_attempt_cap(max_attempts):
+        message = f"quarantine.max_attempts must be a whole number of at least 1, got {max_attempts!r}"
+        problems.append(Problem(BAD_MAX_ATTEMPTS, message, file=file, field=child(child(field, "quarantine"), "max_attempts")))
     return problems
 
 
@@ -110,7 +115,16 @@ def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
         return None
     if not (_is_qualified(block.get("dlq_table")) and _is_qualified(block.get("source_table"))):
         return None
-    return QuarantineSpec(dlq_table=block["dlq_table"], source_table=block["source_table"])
+    return QuarantineSpec(
+        dlq_table=block["dlq_table"],
+        source_table=block["source_table"],
+        # An invalid cap is reported by data_quality_problems; the footprint only needs the tables.
+        max_attempts=block["max_attempts"] if _is_attempt_cap(block.get("max_attempts")) else DEFAULT_MAX_ATTEMPTS,
+    )
+
+
+def _is_attempt_cap(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def project_problems(actions: list[Footprint]) -> list[Problem]:

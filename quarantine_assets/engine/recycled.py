@@ -22,7 +22,6 @@ from quarantine_assets.errors import MissingTableError
 
 RECYCLED_STREAM = "recycled"
 PAYLOAD_TYPE_RULE = "payload_type"
-DEFAULT_MAX_ATTEMPTS = 3
 
 
 @dataclass
@@ -84,7 +83,6 @@ def recycle_batch(
     action: DataQualityAction,
     warehouse: Warehouse,
     run_id: str,
-    max_attempts: int,
 ) -> RecycleReport:
     schema = validated_schema(spark, warehouse, action)
     rules = applicable_rules(action.rules, schema.fieldNames())
@@ -101,8 +99,8 @@ def recycle_batch(
         append_once(passed.select(*[quote(f.name) for f in schema]), warehouse.path(action.target_table), recycled_writer_id(action), batch_id)
         exhausted = 0
         if failed_count:
-            exhausted = failed.where(F.col("_dlq_attempt") + 1 > max_attempts).count()
-            _back_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), failed, action, run_id, max_attempts)
+            exhausted = failed.where(F.col("_dlq_attempt") + 1 > action.quarantine.max_attempts).count()
+            _back_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), failed, action, run_id)
     finally:
         judged.unpersist()
     return RecycleReport(
@@ -114,9 +112,10 @@ def recycle_batch(
 
 
 def _back_to_inbox(
-    spark: SparkSession, inbox_path: Path, failed: DataFrame, action: DataQualityAction, run_id: str, max_attempts: int
+    spark: SparkSession, inbox_path: Path, failed: DataFrame, action: DataQualityAction, run_id: str
 ) -> None:
     """Only a row still `recycled` at this attempt is touched, so a replayed batch changes nothing."""
+    max_attempts = action.quarantine.max_attempts
     next_attempt = F.col("dlq._dlq_attempt") + 1
     at_cap = next_attempt > max_attempts
     inbox = DeltaTable.forPath(spark, str(inbox_path))
@@ -146,14 +145,13 @@ def run_recycled(
     action: DataQualityAction,
     warehouse: Warehouse,
     run_id: str,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> RecycleReport:
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
     require_dlq_tables(spark, warehouse, action.quarantine.dlq_table, action.config_file)
     total = RecycleReport()
 
     def on_batch(outbox_rows: DataFrame, batch_id: int) -> None:
-        report = recycle_batch(spark, outbox_rows, batch_id, action, warehouse, run_id, max_attempts)
+        report = recycle_batch(spark, outbox_rows, batch_id, action, warehouse, run_id)
         total.batches += 1
         total.rows_recycled += report.rows_recycled
         total.rows_requarantined += report.rows_requarantined
