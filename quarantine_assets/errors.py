@@ -51,6 +51,10 @@ class MissingTableError(QuarantineError):
     """A DLQ table the pipeline needs does not exist; nothing has been written."""
 
 
+class UnhealthyTableError(QuarantineError):
+    """A DLQ table exists but is set up so that rows would be lost; nothing has been written."""
+
+
 class OperatorError(QuarantineError):
     """An operator command was refused; nothing has been changed."""
 

@@ -3,11 +3,13 @@
 
 from collections.abc import Iterator
 
-from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, multi_asset
+from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import SplitReport, run_split
 
 VALIDATED = "validated"
@@ -20,8 +22,12 @@ def asset_key(action: DataQualityAction, role: str) -> AssetKey:
     return AssetKey([action.key, role])
 
 
+def _common(action: DataQualityAction) -> dict:
+    return {"group_name": action.pipeline, "kinds": {"spark", "delta"}}
+
+
 def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
-    common = {"group_name": action.pipeline, "kinds": {"spark", "delta"}}
+    common = _common(action)
     specs = [
         AssetSpec(
             asset_key(action, VALIDATED),
@@ -68,7 +74,7 @@ def split_asset(action: DataQualityAction):
         context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource
     ) -> Iterator[MaterializeResult]:
         tables = warehouse.warehouse
-        report = run_split(spark.spark_session, action, tables, context.run_id)
+        report = run_split(spark.spark_session, action, tables, context.run.run_id)
         metadata = _split_metadata(report)
         yield MaterializeResult(
             asset_key=asset_key(action, VALIDATED),
@@ -81,3 +87,55 @@ def split_asset(action: DataQualityAction):
             )
 
     return split
+
+
+def outbox_asset(action: DataQualityAction):
+    quarantine = action.quarantine
+
+    @asset(
+        key=asset_key(action, OUTBOX),
+        deps=[asset_key(action, INBOX)],
+        description=(
+            f"Rows of {quarantine.source_table} an operator marked fixed, read from the inbox change feed "
+            f"and sent once per attempt to {quarantine.outbox_table}."
+        ),
+        metadata={"dagster/table_name": quarantine.outbox_table, "source_table": quarantine.source_table},
+        **_common(action),
+    )
+    def outbox(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
+        tables = warehouse.warehouse
+        report = run_outbox(spark.spark_session, action, tables, context.run.run_id)
+        return MaterializeResult(
+            metadata={
+                "batches": report.batches,
+                "rows_sent": report.rows_sent,
+                "path": MetadataValue.path(str(tables.path(quarantine.outbox_table))),
+            }
+        )
+
+    return outbox
+
+
+def recycled_asset(action: DataQualityAction):
+    @asset(
+        key=asset_key(action, RECYCLED),
+        deps=[asset_key(action, OUTBOX)],
+        description=(
+            f"Outbox rows turned back into {action.target_table}'s columns and re-validated: passing rows are "
+            "appended to the validated table once, failing rows go back to the inbox with attempt + 1."
+        ),
+        metadata={"dagster/table_name": action.target_table, "max_attempts": action.quarantine.max_attempts},
+        **_common(action),
+    )
+    def recycled(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
+        report = run_recycled(spark.spark_session, action, warehouse.warehouse, context.run.run_id)
+        return MaterializeResult(
+            metadata={
+                "batches": report.batches,
+                "rows_recycled": report.rows_recycled,
+                "rows_requarantined": report.rows_requarantined,
+                "rows_exhausted": report.rows_exhausted,
+            }
+        )
+
+    return recycled

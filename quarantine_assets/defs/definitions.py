@@ -6,18 +6,28 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
-from quarantine_assets.defs.assets import split_asset
+from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
+from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
+from quarantine_assets.defs.sensors import recycle_sensor
 
 SPLIT_JOB = "split_all"
+RECYCLE_JOB = "recycle_all"
 
 
 def build_definitions(project: Project | None = None, resources: dict | None = None) -> Definitions:
     project = project or load_project()
     split_assets = [split_asset(action) for action in project.actions]
+    quarantined = [action for action in project.actions if action.quarantine is not None]
+    recycle_assets = [build(action) for action in quarantined for build in (outbox_asset, recycled_asset)]
     return Definitions(
-        assets=split_assets,
-        jobs=[define_asset_job(SPLIT_JOB, selection=AssetSelection.assets(*split_assets))],
+        assets=split_assets + recycle_assets,
+        jobs=[
+            define_asset_job(SPLIT_JOB, selection=AssetSelection.assets(*split_assets)),
+            define_asset_job(RECYCLE_JOB, selection=AssetSelection.assets(*recycle_assets)),
+            operator_job(quarantined),
+        ],
+        sensors=[recycle_sensor(action) for action in quarantined],
         resources=resources or default_resources(),
         # One run, one JVM: Spark sessions cannot be shared across executor processes.
         executor=in_process_executor,

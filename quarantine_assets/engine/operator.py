@@ -129,9 +129,9 @@ def fix_rows(
     """Set fields in, or replace, each row's payload and mark it fixed. All or nothing."""
     if (set_fields is None) == (payload is None):
         raise OperatorError("QA-OPS-005", "give either fields to set or a whole payload, not both or neither")
+    current = _open_payloads(spark, warehouse, action, keys)
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
-    current = _open_payloads(spark, warehouse, action, keys)
     fixed = {key: changes if payload is not None else current[key] | changes for key in keys}
     updates = spark.createDataFrame([(key, json.dumps(value)) for key, value in fixed.items()], "_dlq_sk STRING, payload STRING")
     return _update_open_rows(
@@ -172,3 +172,21 @@ def _update_open_rows(
         .execute()
     )
     return updates.count()
+
+
+def action_for_source(actions: list[DataQualityAction], source_table: str) -> DataQualityAction:
+    for action in actions:
+        if action.quarantine is not None and action.quarantine.source_table == source_table:
+            return action
+    known = sorted(a.quarantine.source_table for a in actions if a.quarantine is not None)
+    raise OperatorError("QA-OPS-007", f"no quarantine action owns source table {source_table}; known: {known}")
+
+
+def parse_json_object(text: str, field: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise OperatorError("QA-OPS-005", f"{field} is not valid JSON: {error}", field=field) from None
+    if not isinstance(value, dict):
+        raise OperatorError("QA-OPS-005", f"{field} must be a JSON object, got {type(value).__name__}", field=field)
+    return value

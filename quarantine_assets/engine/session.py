@@ -15,16 +15,24 @@ def spark_master() -> str:
     return os.environ.get("QUARANTINE_SPARK_MASTER", DEFAULT_MASTER)
 
 
+# On one machine, Spark's and Delta's cluster-sized defaults (200 shuffle partitions, 50 partitions
+# to rebuild a table snapshot) turn every small MERGE into hundreds of tasks.
+LOCAL_TUNING = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
 def spark_config(master: str | None = None) -> dict[str, str]:
     """Delta's jars resolve from Maven Central on first use; Ivy serves them from its cache afterwards."""
-    return {
-        "spark.master": master or spark_master(),
+    master = master or spark_master()
+    tuning = LOCAL_TUNING if master.startswith("local") else {}
+    return tuning | {
+        "spark.master": master,
         "spark.app.name": "quarantine_assets",
         "spark.jars.packages": DELTA_PACKAGE,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        # Small local batches: the default 200 shuffle partitions would dominate run time.
-        "spark.sql.shuffle.partitions": os.environ.get("QUARANTINE_SHUFFLE_PARTITIONS", "4"),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),

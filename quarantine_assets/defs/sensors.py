@@ -1,0 +1,65 @@
+"""Sensors: one per quarantine action, watching its inbox slice with delta-rs, never a JVM."""
+
+import os
+
+from dagster import (
+    AssetSelection,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+from deltalake import DeltaTable
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.defs.assets import OUTBOX, RECYCLED, asset_key
+from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.engine.inbox_feed import fixed_since
+
+TICK_SECONDS = 15
+
+
+def sensor_default_status() -> DefaultSensorStatus:
+    """`QUARANTINE_SENSORS=running` starts the recycle sensors with the daemon, as the demo does."""
+    running = os.environ.get("QUARANTINE_SENSORS", "").lower() == "running"
+    return DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED
+
+
+def recycle_sensor(action: DataQualityAction) -> SensorDefinition:
+    quarantine = action.quarantine
+
+    @sensor(
+        name=f"{action.key}_recycle_sensor",
+        asset_selection=AssetSelection.assets(asset_key(action, OUTBOX), asset_key(action, RECYCLED)),
+        minimum_interval_seconds=TICK_SECONDS,
+        default_status=sensor_default_status(),
+        description=f"Requests the recycle of {quarantine.source_table} when an operator marks rows fixed.",
+    )
+    def recycle(context: SensorEvaluationContext, warehouse: WarehouseResource):
+        inbox_path = warehouse.warehouse.path(quarantine.dlq_table)
+        if not DeltaTable.is_deltatable(str(inbox_path)):
+            return SkipReason(f"inbox {quarantine.dlq_table} does not exist yet at {inbox_path}")
+        after = int(context.cursor) if context.cursor else -1
+        feed = fixed_since(inbox_path, quarantine.source_table, after)
+        if feed.latest_version <= after:
+            return SkipReason(f"no commit on {quarantine.dlq_table} after version {after}")
+        if not feed.rows_fixed:
+            return SensorResult(
+                skip_reason=f"no row of {quarantine.source_table} fixed in versions {after + 1}..{feed.latest_version}",
+                cursor=str(feed.latest_version),
+            )
+        return SensorResult(
+            run_requests=[
+                RunRequest(
+                    # Stable per inbox version: a re-evaluated tick never requests the same recycle twice.
+                    run_key=f"{action.key}-fixed-through-v{feed.latest_version}",
+                    tags={"quarantine/source_table": quarantine.source_table, "quarantine/rows_fixed": str(feed.rows_fixed)},
+                )
+            ],
+            cursor=str(feed.latest_version),
+        )
+
+    return recycle

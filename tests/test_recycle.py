@@ -1,0 +1,201 @@
+"""The recycle loop end to end on real Spark, Delta and Dagster: fix, sense, recycle, exactly once."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
+from pyspark.sql import functions as F
+
+from builders import ORDERS_SCHEMA, orders_action
+from quarantine_assets.config.models import Project
+from quarantine_assets.defs import build_definitions
+from quarantine_assets.defs.assets import OUTBOX, RECYCLED, asset_key
+from quarantine_assets.defs.definitions import SPLIT_JOB
+from quarantine_assets.defs.resources import default_resources
+from quarantine_assets.engine.operator import discard_rows, fix_rows
+from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.errors import OperatorError
+
+
+class Loop:
+    """One action's graph in Dagster over a temporary warehouse, driven as an operator would."""
+
+    def __init__(self, spark, warehouse, tmp_path, max_attempts: int = 3):
+        action = orders_action()
+        self.action = action.model_copy(
+            update={"quarantine": action.quarantine.model_copy(update={"max_attempts": max_attempts})}
+        )
+        self.spark, self.warehouse = spark, warehouse
+        project = Project(config_dir=tmp_path, env="test", actions=(self.action,))
+        self.defs = build_definitions(project, default_resources(warehouse.root))
+        self.instance = DagsterInstance.ephemeral()
+        self.cursor = None
+        create_dlq_tables(spark, warehouse, self.action.quarantine.dlq_table)
+
+    def ingest(self, rows):
+        self.spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(
+            str(self.warehouse.path(self.action.source.table))
+        )
+        assert self.defs.resolve_job_def(SPLIT_JOB).execute_in_process(instance=self.instance).success
+
+    def key_of(self, row_no: int) -> str:
+        return self.inbox().where(F.variant_get("_row_data", "$.row_no", "int") == row_no).first()["_dlq_sk"]
+
+    def inbox(self):
+        return self.spark.read.format("delta").load(str(self.warehouse.path(self.action.quarantine.dlq_table)))
+
+    def inbox_row(self, row_no: int):
+        return self.inbox().where(F.variant_get("_row_data", "$.row_no", "int") == row_no).first()
+
+    def validated(self) -> list[tuple]:
+        rows = self.spark.read.format("delta").load(str(self.warehouse.path(self.action.target_table)))
+        return sorted(tuple(row) for row in rows.collect())
+
+    def fix(self, row_no: int, **fields):
+        fix_rows(self.spark, self.warehouse, self.action, [self.key_of(row_no)], set_fields=fields, by="test")
+
+    def tick(self):
+        sensor = self.defs.resolve_sensor_def(f"{self.action.key}_recycle_sensor")
+        context = build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources={"warehouse": default_resources(self.warehouse.root)["warehouse"]}
+        )
+        result = sensor(context)
+        if isinstance(result, SensorResult):
+            self.cursor = result.cursor or self.cursor
+        return result
+
+    def run_recycle(self):
+        keys = [asset_key(self.action, OUTBOX), asset_key(self.action, RECYCLED)]
+        job = self.defs.resolve_implicit_global_asset_job_def()
+        result = job.execute_in_process(instance=self.instance, asset_selection=keys)
+        assert result.success
+        return result
+
+
+@pytest.fixture
+def loop(spark, warehouse, tmp_path):
+    return Loop(spark, warehouse, tmp_path)
+
+
+def test_fixed_row_recycles_once_and_a_wrong_fix_comes_back_with_attempt_two(loop):
+    loop.ingest([(1, 1, 10.0, "EUR"), (2, None, 5.0, "EUR"), (3, 3, -5.0, "USD")])
+    loop.fix(2, order_id=2)
+    loop.fix(3, amount=-1.0)  # still wrong
+
+    tick = loop.tick()
+    assert isinstance(tick, SensorResult) and len(tick.run_requests) == 1
+    loop.run_recycle()
+
+    assert loop.validated() == [(1, 1, 10.0, "EUR"), (2, 2, 5.0, "EUR")]
+    back = loop.inbox_row(3)
+    assert (back["_dlq_status"], back["_dlq_attempt"]) == ("quarantined", 2)
+    assert [failure["name"] for failure in back["_dlq_failed_rules"]] == ["non_negative_amount"]
+    assert loop.inbox_row(2)["_dlq_status"] == "recycled"
+
+    loop.fix(3, amount=7.0)
+    assert isinstance(loop.tick(), SensorResult)
+    loop.run_recycle()
+    assert loop.validated() == [(1, 1, 10.0, "EUR"), (2, 2, 5.0, "EUR"), (3, 3, 7.0, "USD")]
+
+    # Retrying the recycle run changes nothing.
+    inbox_version = loop.inbox().count(), sorted(r["_dlq_status"] for r in loop.inbox().collect())
+    loop.run_recycle()
+    assert loop.validated() == [(1, 1, 10.0, "EUR"), (2, 2, 5.0, "EUR"), (3, 3, 7.0, "USD")]
+    assert (loop.inbox().count(), sorted(r["_dlq_status"] for r in loop.inbox().collect())) == inbox_version
+
+
+def test_sensor_skips_with_a_reason_when_nothing_was_fixed(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    result = loop.tick()
+    assert isinstance(result, SensorResult) and not result.run_requests
+    assert "no row of demo.bronze.orders fixed" in result.skip_reason.skip_message
+    assert isinstance(loop.tick(), SkipReason)
+
+
+def test_two_identical_rows_both_fixed_give_two_validated_rows(loop):
+    loop.ingest([(7, None, 1.0, "EUR"), (7, None, 1.0, "EUR")])
+    keys = [row["_dlq_sk"] for row in loop.inbox().collect()]
+    fix_rows(loop.spark, loop.warehouse, loop.action, keys, set_fields={"order_id": 70}, by="test")
+    loop.run_recycle()
+    assert loop.validated() == [(7, 70, 1.0, "EUR"), (7, 70, 1.0, "EUR")]
+
+
+def test_row_fixed_twice_before_recycle_reaches_validated_once_with_the_last_fix(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=10)
+    loop.fix(1, order_id=11)
+    loop.run_recycle()
+    loop.run_recycle()
+    assert loop.validated() == [(1, 11, 1.0, "EUR")]
+
+
+def test_attempt_cap_closes_a_row_that_keeps_failing(spark, warehouse, tmp_path):
+    loop = Loop(spark, warehouse, tmp_path, max_attempts=1)
+    loop.ingest([(1, 1, -1.0, "EUR")])
+    loop.fix(1, amount=-2.0)
+    loop.run_recycle()
+    row = loop.inbox_row(1)
+    assert row["_dlq_status"] == "exhausted" and "cap 1" in row["_dlq_reason"]
+    with pytest.raises(OperatorError) as refused:
+        loop.fix(1, amount=2.0)
+    assert refused.value.code == "QA-OPS-003"
+
+
+def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1, amount="lots")
+    loop.run_recycle()
+    row = loop.inbox_row(1)
+    assert row["_dlq_status"] == "quarantined"
+    assert "payload_type" in [failure["name"] for failure in row["_dlq_failed_rules"]]
+    assert loop.validated() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        (lambda loop, key: fix_rows(loop.spark, loop.warehouse, loop.action, ["nope"], set_fields={"order_id": 1}, by="t"), "QA-OPS-001"),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark,
+                loop.warehouse,
+                orders_action(name="dq_returns", source_table="demo.bronze.returns"),
+                [key],
+                set_fields={"order_id": 1},
+                by="t",
+            ),
+            "QA-OPS-002",
+        ),
+        (lambda loop, key: fix_rows(loop.spark, loop.warehouse, loop.action, [key], set_fields={"colour": 1}, by="t"), "QA-OPS-004"),
+        (lambda loop, key: discard_rows(loop.spark, loop.warehouse, loop.action, [key], reason=" ", by="t"), "QA-OPS-006"),
+    ],
+    ids=["unknown-key", "other-source", "unknown-field", "discard-without-reason"],
+)
+def test_refused_operator_change_has_a_code_and_changes_nothing(loop, change, code):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    key = loop.key_of(1)
+    inbox = loop.warehouse.path(loop.action.quarantine.dlq_table)
+    version = loop.spark.sql(f"DESCRIBE HISTORY delta.`{inbox}`").first()["version"]
+    with pytest.raises(OperatorError) as refused:
+        change(loop, key)
+    assert refused.value.code == code
+    assert loop.spark.sql(f"DESCRIBE HISTORY delta.`{inbox}`").first()["version"] == version
+
+
+def test_fixing_a_recycled_row_is_refused(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    loop.run_recycle()
+    with pytest.raises(OperatorError) as refused:
+        loop.fix(1, order_id=2)
+    assert refused.value.code == "QA-OPS-003"
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+
+
+def test_discarded_row_never_recycles(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    discard_rows(loop.spark, loop.warehouse, loop.action, [loop.key_of(1)], reason="duplicate order", by="test")
+    loop.run_recycle()
+    row = loop.inbox_row(1)
+    assert (row["_dlq_status"], row["_dlq_reason"]) == ("discarded", "duplicate order")
+    assert loop.validated() == []
