@@ -3,24 +3,22 @@
 
 from collections.abc import Iterator
 
-from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
+from dagster import AssetCheckResult, AssetExecutionContext, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.resources import WarehouseResource
-from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
+from quarantine_assets.defs.data_checks import (
+    outbox_check_result,
+    outbox_check_spec,
+    split_check_results,
+    split_check_specs,
+)
+from quarantine_assets.defs.resources import HealthThresholds, WarehouseResource
+from quarantine_assets.engine.operator import RowFilter, inbox_rows, oldest_quarantined_age
+from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import SplitReport, run_split
-
-VALIDATED = "validated"
-INBOX = "inbox"
-OUTBOX = "outbox"
-RECYCLED = "recycled"
-
-
-def asset_key(action: DataQualityAction, role: str) -> AssetKey:
-    return AssetKey([action.key, role])
-
 
 def _common(action: DataQualityAction) -> dict:
     return {"group_name": action.pipeline, "kinds": {"spark", "delta"}}
@@ -54,7 +52,7 @@ def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
     return specs
 
 
-def _split_metadata(report: SplitReport) -> dict:
+def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
     metadata = {
         "batches": report.batches,
         "rows_read": report.rows_read,
@@ -62,20 +60,28 @@ def _split_metadata(report: SplitReport) -> dict:
         "rows_quarantined": report.rows_quarantined,
         "rows_dropped": report.rows_dropped,
     }
-    metadata.update({f"failures: {rule}": count for rule, count in sorted(report.failures_per_rule.items())})
+    metadata.update({f"failures: {rule.name}": report.failures_per_rule.get(rule.name, 0) for rule in action.rules})
     return metadata
 
 
 def split_asset(action: DataQualityAction):
     description = action.description or f"Split {action.name}: validated rows and quarantined rows, one scan."
 
-    @multi_asset(name=f"{action.key}_split", specs=_split_specs(action), description=description)
+    @multi_asset(
+        name=f"{action.key}_split",
+        specs=_split_specs(action),
+        check_specs=split_check_specs(action),
+        description=description,
+    )
     def split(
-        context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource
-    ) -> Iterator[MaterializeResult]:
-        tables = warehouse.warehouse
-        report = run_split(spark.spark_session, action, tables, context.run.run_id)
-        metadata = _split_metadata(report)
+        context: AssetExecutionContext,
+        spark: LazyPySparkResource,
+        warehouse: WarehouseResource,
+        thresholds: HealthThresholds,
+    ) -> Iterator[MaterializeResult | AssetCheckResult]:
+        tables, session = warehouse.warehouse, spark.spark_session
+        report = run_split(session, action, tables, context.run.run_id)
+        metadata = _split_metadata(action, report)
         yield MaterializeResult(
             asset_key=asset_key(action, VALIDATED),
             metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.target_table)))},
@@ -85,6 +91,9 @@ def split_asset(action: DataQualityAction):
                 asset_key=asset_key(action, INBOX),
                 metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.quarantine.dlq_table)))},
             )
+            this_slice = RowFilter(source_table=action.quarantine.source_table)
+            oldest = oldest_quarantined_age(inbox_rows(session, tables, action.quarantine.dlq_table, this_slice))
+            yield from split_check_results(action, report, oldest, thresholds)
 
     return split
 
@@ -100,17 +109,19 @@ def outbox_asset(action: DataQualityAction):
             f"and sent once per attempt to {quarantine.outbox_table}."
         ),
         metadata={"dagster/table_name": quarantine.outbox_table, "source_table": quarantine.source_table},
+        check_specs=[outbox_check_spec(action)],
         **_common(action),
     )
     def outbox(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
-        tables = warehouse.warehouse
-        report = run_outbox(spark.spark_session, action, tables, context.run.run_id)
+        tables, session = warehouse.warehouse, spark.spark_session
+        report = run_outbox(session, action, tables, context.run.run_id)
         return MaterializeResult(
             metadata={
                 "batches": report.batches,
                 "rows_sent": report.rows_sent,
                 "path": MetadataValue.path(str(tables.path(quarantine.outbox_table))),
-            }
+            },
+            check_results=[outbox_check_result(action, duplicate_outbox_keys(session, tables, action))],
         )
 
     return outbox

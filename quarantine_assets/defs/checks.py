@@ -16,7 +16,7 @@ from dagster import (
 )
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.assets import INBOX, OUTBOX, asset_key
+from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
 from quarantine_assets.engine.table_health import (
     CHANGE_DATA_FEED,

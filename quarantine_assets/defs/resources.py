@@ -26,4 +26,13 @@ def default_resources(warehouse_root: Path | None = None) -> dict:
     return {
         "spark": LazyPySparkResource(spark_config=spark_config()),
         "warehouse": WarehouseResource(root=str(warehouse_root or default_warehouse())),
+        "thresholds": HealthThresholds(),
     }
+
+
+class HealthThresholds(ConfigurableResource):
+    """When the data checks warn or fail; seed 002 suggests alerting past a 5% reject rate."""
+
+    reject_rate_warn: float = 0.05
+    reject_rate_error: float = 0.25
+    oldest_quarantined_warn_hours: float = 24.0

@@ -15,7 +15,7 @@ from dagster import (
 from deltalake import DeltaTable
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.assets import OUTBOX, RECYCLED, asset_key
+from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
 from quarantine_assets.engine.inbox_feed import fixed_since
 

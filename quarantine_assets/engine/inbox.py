@@ -97,14 +97,39 @@ def scoped_key_condition(target: str, source: str, source_table: str) -> str:
     return f"{target}._dlq_source_table = '{source_table}' AND {target}._dlq_sk = {source}._dlq_sk"
 
 
-def merge_into_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, source_table: str) -> None:
-    """Insert-only on the scoped key: replays add nothing and never overwrite an operator's edit."""
+def merge_into_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, source_table: str) -> int:
+    """Insert-only on the scoped key: replays add nothing and never overwrite an operator's edit.
+
+    Returns how many records the inbox holds after the MERGE, each matched on key and payload,
+    so a caller can prove that no quarantined row was lost.
+    """
     inbox = DeltaTable.forPath(spark, str(inbox_path))
     # Context columns are written only where the user's table has them.
     columns = [c for c in records.columns if c in set(inbox.toDF().columns)]
-    retry_on_conflict(
-        lambda: inbox.alias("dlq")
-        .merge(records.alias("new"), scoped_key_condition("dlq", "new", source_table))
-        .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in columns})
-        .execute()
+    records = records.persist()
+    try:
+        metrics = retry_on_conflict(
+            lambda: inbox.alias("dlq")
+            .merge(records.alias("new"), scoped_key_condition("dlq", "new", source_table))
+            .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in columns})
+            .execute()
+            .first()
+        )
+        inserted, expected = metrics["num_inserted_rows"], records.count()
+        if inserted == expected:
+            return inserted
+        # Fewer inserts: a replayed batch, or a key that already names another row. Look.
+        return _records_held(inbox.toDF(), records, source_table)
+    finally:
+        records.unpersist()
+
+
+def _records_held(inbox: DataFrame, records: DataFrame, source_table: str) -> int:
+    held = inbox.where(F.col("_dlq_source_table") == source_table).select(
+        "_dlq_sk", F.to_json("_row_data").alias("_payload")
+    )
+    return (
+        records.select("_dlq_sk", F.to_json("_row_data").alias("_payload"))
+        .join(held, ["_dlq_sk", "_payload"], "left_semi")
+        .count()
     )

@@ -13,7 +13,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import FIXED, RECYCLED
-from quarantine_assets.engine.streams import run_available_now
+from quarantine_assets.engine.streams import add_counts, run_available_now
 from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
 
 OUTBOX_STREAM = "outbox"
@@ -104,9 +104,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     total = OutboxReport()
 
     def on_batch(changes: DataFrame, batch_id: int) -> None:
-        report = send_batch_to_outbox(spark, changes, action, warehouse, run_id)
-        total.batches += 1
-        total.rows_sent += report.rows_sent
+        add_counts(total, send_batch_to_outbox(spark, changes, action, warehouse, run_id))
 
     changes = (
         spark.readStream.format("delta")
@@ -115,3 +113,16 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     )
     run_available_now(changes, on_batch, warehouse.checkpoint(action.key, OUTBOX_STREAM), f"{action.key}_{OUTBOX_STREAM}")
     return total
+
+
+def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:
+    """Keys sent to the outbox more than once for the same attempt: each would recycle twice."""
+    return (
+        spark.read.format("delta")
+        .load(str(warehouse.path(action.quarantine.outbox_table)))
+        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
+        .groupBy("_dlq_sk", "_dlq_attempt")
+        .count()
+        .where(F.col("count") > 1)
+        .count()
+    )

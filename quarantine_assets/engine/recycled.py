@@ -16,7 +16,7 @@ from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
-from quarantine_assets.engine.streams import run_available_now
+from quarantine_assets.engine.streams import add_counts, run_available_now
 from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
 from quarantine_assets.errors import MissingTableError
 
@@ -151,11 +151,7 @@ def run_recycled(
     total = RecycleReport()
 
     def on_batch(outbox_rows: DataFrame, batch_id: int) -> None:
-        report = recycle_batch(spark, outbox_rows, batch_id, action, warehouse, run_id)
-        total.batches += 1
-        total.rows_recycled += report.rows_recycled
-        total.rows_requarantined += report.rows_requarantined
-        total.rows_exhausted += report.rows_exhausted
+        add_counts(total, recycle_batch(spark, outbox_rows, batch_id, action, warehouse, run_id))
 
     outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
     run_available_now(outbox, on_batch, warehouse.checkpoint(action.key, RECYCLED_STREAM), f"{action.key}_{RECYCLED_STREAM}")

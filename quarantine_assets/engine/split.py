@@ -18,7 +18,7 @@ from quarantine_assets.engine.rules import (
     with_failed_rules,
 )
 from quarantine_assets.engine.source import read_source_stream
-from quarantine_assets.engine.streams import run_available_now
+from quarantine_assets.engine.streams import add_counts, run_available_now
 from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
 from quarantine_assets.errors import DataQualityFailure
 
@@ -34,6 +34,7 @@ class SplitReport:
     rows_validated: int = 0
     rows_quarantined: int = 0  # mode quarantine: kept in the inbox
     rows_dropped: int = 0  # mode dqe: gone, as the reference does
+    rows_held_in_inbox: int = 0  # quarantined rows found in the inbox after the write, by key and payload
     failures_per_rule: Counter = field(default_factory=Counter)
 
 
@@ -58,6 +59,7 @@ def split_batch(
                 file=action.config_file,
                 field=action.name,
             )
+        held = 0
         rejected = fails_any(names_with_action(rules, "drop"))
         validated = evaluated.where(~rejected).drop(*BOOKKEEPING_COLUMNS)
         append_once(validated, warehouse.path(action.target_table), split_writer_id(action), batch_id)
@@ -69,7 +71,7 @@ def split_batch(
                 config_version=action.config_version,
                 batch_id=batch_id,
             )
-            merge_into_inbox(
+            held = merge_into_inbox(
                 spark,
                 warehouse.path(action.quarantine.dlq_table),
                 inbox_records(evaluated.where(rejected), provenance),
@@ -84,6 +86,7 @@ def split_batch(
         rows_validated=counts.kept,
         rows_quarantined=rejected_count if action.quarantine is not None else 0,
         rows_dropped=0 if action.quarantine is not None else rejected_count,
+        rows_held_in_inbox=held,
         failures_per_rule=Counter(counts.failures_per_rule),
     )
 
@@ -95,13 +98,7 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     total = SplitReport()
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
-        report = split_batch(spark, batch, batch_id, action, warehouse, run_id)
-        total.batches += report.batches
-        total.rows_read += report.rows_read
-        total.rows_validated += report.rows_validated
-        total.rows_quarantined += report.rows_quarantined
-        total.rows_dropped += report.rows_dropped
-        total.failures_per_rule.update(report.failures_per_rule)
+        add_counts(total, split_batch(spark, batch, batch_id, action, warehouse, run_id))
 
     run_available_now(
         read_source_stream(spark, action.source, warehouse),

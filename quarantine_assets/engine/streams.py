@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,3 +40,9 @@ def run_available_now(
         if raised:
             raise raised[0] from None
         raise
+
+
+def add_counts(total, part) -> None:
+    """Add one batch's report into the run's total, field by field (ints and Counters)."""
+    for field in dataclasses.fields(total):
+        setattr(total, field.name, getattr(total, field.name) + getattr(part, field.name))

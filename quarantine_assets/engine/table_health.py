@@ -183,7 +183,7 @@ def require_healthy_dlq(warehouse: Warehouse, action: DataQualityAction) -> None
 
 
 def source_owners(inbox_path: Path, source_table: str) -> set[str]:
-    """Every `_dlq_action` that ever inserted rows for `source_table`, from the change feed.
+    """Every `_dlq_action` that inserted rows for `source_table` since the change feed was last turned on.
 
     The change feed, not the current rows: delta-rs cannot read rows of a table with deletion
     vectors, and an owner whose rows were since deleted still shares the slice. Empty when the

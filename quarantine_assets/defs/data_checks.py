@@ -1,0 +1,98 @@
+"""Data checks evaluated inside the runs that write the data, so they cost no extra JVM or scan of the source."""
+
+from datetime import timedelta
+from typing import Optional
+
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
+from quarantine_assets.defs.resources import HealthThresholds
+from quarantine_assets.engine.split import SplitReport
+
+ROWS_ACCOUNTED_FOR = "rows_accounted_for"
+REJECT_RATE = "reject_rate"
+OLDEST_QUARANTINED = "oldest_quarantined_age"
+OUTBOX_KEYS_UNIQUE = "outbox_keys_unique"
+
+
+def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
+    if action.quarantine is None:
+        return []
+    inbox = asset_key(action, INBOX)
+    return [
+        AssetCheckSpec(
+            ROWS_ACCOUNTED_FOR,
+            asset=inbox,
+            description="Every row the run read is in the validated table or, by key and payload, in the inbox.",
+        ),
+        AssetCheckSpec(REJECT_RATE, asset=inbox, description="Share of the run's rows quarantined, against thresholds."),
+        AssetCheckSpec(
+            OLDEST_QUARANTINED,
+            asset=inbox,
+            description="Age of the oldest row still quarantined: the metric that catches a DLQ nobody reads.",
+        ),
+    ]
+
+
+def split_check_results(
+    action: DataQualityAction, report: SplitReport, oldest: Optional[timedelta], thresholds: HealthThresholds
+) -> list[AssetCheckResult]:
+    inbox = asset_key(action, INBOX)
+    accounted = report.rows_validated + report.rows_held_in_inbox
+    rate = report.rows_quarantined / report.rows_read if report.rows_read else 0.0
+    severity = AssetCheckSeverity.ERROR if rate > thresholds.reject_rate_error else AssetCheckSeverity.WARN
+    age_hours = oldest.total_seconds() / 3600 if oldest is not None else 0.0
+    return [
+        AssetCheckResult(
+            asset_key=inbox,
+            check_name=ROWS_ACCOUNTED_FOR,
+            passed=accounted == report.rows_read,
+            metadata={
+                "rows_read": report.rows_read,
+                "rows_validated": report.rows_validated,
+                "rows_held_in_inbox": report.rows_held_in_inbox,
+                "rows_missing": report.rows_read - accounted,
+            },
+        ),
+        AssetCheckResult(
+            asset_key=inbox,
+            check_name=REJECT_RATE,
+            passed=rate <= thresholds.reject_rate_warn,
+            severity=severity,
+            metadata={
+                "reject_rate": round(rate, 4),
+                "warn_above": thresholds.reject_rate_warn,
+                "error_above": thresholds.reject_rate_error,
+                "rows_read": report.rows_read,
+                "rows_quarantined": report.rows_quarantined,
+            },
+        ),
+        AssetCheckResult(
+            asset_key=inbox,
+            check_name=OLDEST_QUARANTINED,
+            passed=age_hours <= thresholds.oldest_quarantined_warn_hours,
+            severity=AssetCheckSeverity.WARN,
+            metadata={
+                "oldest_quarantined_hours": round(age_hours, 3),
+                "warn_above_hours": thresholds.oldest_quarantined_warn_hours,
+            },
+        ),
+    ]
+
+
+def outbox_check_spec(action: DataQualityAction) -> AssetCheckSpec:
+    return AssetCheckSpec(
+        OUTBOX_KEYS_UNIQUE,
+        asset=asset_key(action, OUTBOX),
+        description="No key appears twice in the outbox for one attempt; each would recycle twice.",
+    )
+
+
+def outbox_check_result(action: DataQualityAction, duplicate_keys: int) -> AssetCheckResult:
+    return AssetCheckResult(
+        asset_key=asset_key(action, OUTBOX),
+        check_name=OUTBOX_KEYS_UNIQUE,
+        passed=duplicate_keys == 0,
+        metadata={"duplicate_keys": duplicate_keys},
+    )
