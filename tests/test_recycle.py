@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from dagster import SensorResult, SkipReason
 
-from builders import orders_action
+from builders import ORDERS_SCHEMA, orders_action
 from graph_driver import Loop
 from quarantine_assets.engine.operator import discard_rows, fix_rows
+from quarantine_assets.engine.split import run_split
 from quarantine_assets.errors import OperatorError
 
 
@@ -138,3 +141,30 @@ def test_discarded_row_never_recycles(loop):
     row = loop.inbox_row(1)
     assert (row["_dlq_status"], row["_dlq_reason"]) == ("discarded", "duplicate order")
     assert loop.validated() == []
+
+
+def test_fix_racing_a_running_split_fails_neither_side(loop):
+    loop.ingest([(n, None, 1.0, "EUR") for n in range(5)])
+    keys = [row["_dlq_sk"] for row in loop.inbox().collect()]
+    loop.spark.createDataFrame([(100 + n, None if n % 2 else n, 1.0, "EUR") for n in range(400)], ORDERS_SCHEMA).write.format(
+        "delta"
+    ).mode("append").save(str(loop.warehouse.path(loop.action.source.table)))
+
+    failures = []
+
+    def split():
+        try:
+            run_split(loop.spark, loop.action, loop.warehouse, run_id="racing-split")
+        except Exception as error:  # the assertion below reports it
+            failures.append(error)
+
+    racer = threading.Thread(target=split)
+    racer.start()
+    for amount in (2.0, 3.0, 4.0):
+        fix_rows(loop.spark, loop.warehouse, loop.action, keys, set_fields={"order_id": 1, "amount": amount}, by="racer")
+    racer.join()
+
+    assert failures == []
+    statuses = [row["_dlq_status"] for row in loop.inbox().collect()]
+    assert statuses.count("fixed") == 5 and statuses.count("quarantined") == 200
+    assert len(loop.validated()) == 200

@@ -7,12 +7,14 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
+from quarantine_assets.defs.checks import dlq_table_checks, source_owner_check
 from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.defs.sensors import recycle_sensor
 
 SPLIT_JOB = "split_all"
 RECYCLE_JOB = "recycle_all"
+TABLE_CHECKS_JOB = "dlq_table_checks"
 
 
 def build_definitions(project: Project | None = None, resources: dict | None = None) -> Definitions:
@@ -20,11 +22,16 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
     split_assets = [split_asset(action) for action in project.actions]
     quarantined = [action for action in project.actions if action.quarantine is not None]
     recycle_assets = [build(action) for action in quarantined for build in (outbox_asset, recycled_asset)]
+    table_checks = [check for action in quarantined for check in dlq_table_checks(action)]
+    table_checks += [source_owner_check(action) for action in quarantined]
     return Definitions(
         assets=split_assets + recycle_assets,
+        asset_checks=table_checks,
         jobs=[
             define_asset_job(SPLIT_JOB, selection=AssetSelection.assets(*split_assets)),
             define_asset_job(RECYCLE_JOB, selection=AssetSelection.assets(*recycle_assets)),
+            # Reads only Delta logs through delta-rs: runs in a second, without a JVM.
+            define_asset_job(TABLE_CHECKS_JOB, selection=AssetSelection.checks(*table_checks)),
             operator_job(quarantined),
         ],
         sensors=[recycle_sensor(action) for action in quarantined],

@@ -9,8 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from quarantine_assets.engine.outbox import POST_IMAGES
-from quarantine_assets.engine.statuses import FIXED
+from quarantine_assets.engine.statuses import FIXED, POST_IMAGES
 
 
 @dataclass(frozen=True)

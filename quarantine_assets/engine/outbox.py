@@ -12,13 +12,12 @@ from pyspark.sql import functions as F
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
-from quarantine_assets.engine.statuses import FIXED, RECYCLED
+from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.streams import add_counts, run_available_now
-from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
+from quarantine_assets.engine.table_health import require_healthy_dlq
+from quarantine_assets.engine.tables import Warehouse
 
 OUTBOX_STREAM = "outbox"
-# Row images that carry a row's state after a commit.
-POST_IMAGES = ("insert", "update_postimage")
 
 
 @dataclass
@@ -100,7 +99,7 @@ def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, sour
 
 def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:
     """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
-    require_dlq_tables(spark, warehouse, action.quarantine.dlq_table, action.config_file)
+    require_healthy_dlq(warehouse, action)
     total = OutboxReport()
 
     def on_batch(changes: DataFrame, batch_id: int) -> None:

@@ -17,7 +17,8 @@ from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import add_counts, run_available_now
-from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
+from quarantine_assets.engine.table_health import require_healthy_dlq
+from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import MissingTableError
 
 RECYCLED_STREAM = "recycled"
@@ -147,7 +148,7 @@ def run_recycled(
     run_id: str,
 ) -> RecycleReport:
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
-    require_dlq_tables(spark, warehouse, action.quarantine.dlq_table, action.config_file)
+    require_healthy_dlq(warehouse, action)
     total = RecycleReport()
 
     def on_batch(outbox_rows: DataFrame, batch_id: int) -> None:

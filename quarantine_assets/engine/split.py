@@ -19,7 +19,8 @@ from quarantine_assets.engine.rules import (
 )
 from quarantine_assets.engine.source import read_source_stream
 from quarantine_assets.engine.streams import add_counts, run_available_now
-from quarantine_assets.engine.tables import Warehouse, require_dlq_tables
+from quarantine_assets.engine.table_health import require_healthy_dlq
+from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import DataQualityFailure
 
 SPLIT_STREAM = "split"
@@ -94,7 +95,7 @@ def split_batch(
 def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> SplitReport:
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
     if action.quarantine is not None:
-        require_dlq_tables(spark, warehouse, action.quarantine.dlq_table, action.config_file)
+        require_healthy_dlq(warehouse, action)
     total = SplitReport()
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:

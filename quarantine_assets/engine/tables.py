@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from quarantine_assets.config.models import OUTBOX_SUFFIX
-from quarantine_assets.errors import MissingTableError
+
+if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
+    from pyspark.sql import SparkSession
 
 # The reference's columns, verbatim (seed 000), then ours: the context seeds 001/002 ask for.
 INBOX_CORE_COLUMNS = {
@@ -87,24 +88,6 @@ def outbox_ddl(warehouse: Warehouse, dlq_table: str) -> str:
     return _ddl(warehouse.path(dlq_table + OUTBOX_SUFFIX), columns, OUTBOX_PROPERTIES)
 
 
-def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> None:
+def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: str) -> None:
     spark.sql(inbox_ddl(warehouse, dlq_table))
     spark.sql(outbox_ddl(warehouse, dlq_table))
-
-
-def require_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str, config_file: Path) -> None:
-    """Fail before anything is written when the inbox or its outbox is missing."""
-    for role, name in (("inbox", dlq_table), ("outbox", dlq_table + OUTBOX_SUFFIX)):
-        path = warehouse.path(name)
-        if not DeltaTable.isDeltaTable(spark, str(path)):
-            raise MissingTableError(
-                "QA-TBL-001",
-                f"DLQ {role} table {name} does not exist (expected a Delta table at {path}); "
-                f"create it with: quarantine-assets create-tables",
-                file=config_file,
-                field="quarantine.dlq_table",
-            )
-
-
-def table_columns(spark: SparkSession, path: Path) -> list[str]:
-    return DeltaTable.forPath(spark, str(path)).toDF().columns
