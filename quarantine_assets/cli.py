@@ -53,7 +53,7 @@ def _load(config_dir: Path | None, env: str | None, warehouse: Path | None) -> t
 
 def _print_problems(problems) -> None:
     for problem in problems:
-        errors.print(str(problem), style="red" if problem.severity == "error" else "yellow", markup=False)
+        errors.print(str(problem), style="red" if problem.severity == "error" else "yellow", markup=False, soft_wrap=True)
 
 
 def _dlq_tables(project: Project) -> list[str]:
@@ -261,7 +261,7 @@ def main() -> None:
         _print_problems(error.problems)
         sys.exit(1)
     except QuarantineError as error:
-        errors.print(str(error), style="red", markup=False)
+        errors.print(str(error), style="red", markup=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -119,8 +119,8 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     batch = spark.createDataFrame(random_orders(random.Random(2), 0, 40), ORDERS_SCHEMA)
-    first = split_batch(spark, batch, 0, action, warehouse, run_id="crashed")
-    split_batch(spark, batch, 0, action, warehouse, run_id="replay")
+    first = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
+    split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="replay")
 
     assert len(validated_rows(spark, warehouse, action)) == first.rows_validated
     assert inbox_slice(spark, warehouse, action).count() == first.rows_quarantined

@@ -102,7 +102,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     require_healthy_dlq(warehouse, action)
     total = OutboxReport()
 
-    def on_batch(changes: DataFrame, batch_id: int) -> None:
+    def on_batch(changes: DataFrame, batch_id: int, stream_id: str) -> None:
         add_counts(total, send_batch_to_outbox(spark, changes, action, warehouse, run_id))
 
     changes = (

@@ -61,8 +61,8 @@ def payload_type_failures(schema: StructType) -> Column:
     return F.filter(F.array(*failures), lambda failure: failure.isNotNull())
 
 
-def recycled_writer_id(action: DataQualityAction) -> str:
-    return f"quarantine_assets/{action.owner}/{RECYCLED_STREAM}"
+def recycled_writer_id(action: DataQualityAction, stream_id: str) -> str:
+    return f"quarantine_assets/{action.owner}/{RECYCLED_STREAM}/{stream_id}"
 
 
 def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> StructType:
@@ -81,6 +81,7 @@ def recycle_batch(
     spark: SparkSession,
     outbox_rows: DataFrame,
     batch_id: int,
+    stream_id: str,
     action: DataQualityAction,
     warehouse: Warehouse,
     run_id: str,
@@ -97,7 +98,7 @@ def recycle_batch(
         passed = judged.where(F.size(FAILED_RULES) == 0)
         failed = judged.where(F.size(FAILED_RULES) > 0)
         passed_count, failed_count = passed.count(), failed.count()
-        append_once(passed.select(*[quote(f.name) for f in schema]), warehouse.path(action.target_table), recycled_writer_id(action), batch_id)
+        append_once(passed.select(*[quote(f.name) for f in schema]), warehouse.path(action.target_table), recycled_writer_id(action, stream_id), batch_id)
         exhausted = 0
         if failed_count:
             exhausted = failed.where(F.col("_dlq_attempt") + 1 > action.quarantine.max_attempts).count()
@@ -151,8 +152,8 @@ def run_recycled(
     require_healthy_dlq(warehouse, action)
     total = RecycleReport()
 
-    def on_batch(outbox_rows: DataFrame, batch_id: int) -> None:
-        add_counts(total, recycle_batch(spark, outbox_rows, batch_id, action, warehouse, run_id))
+    def on_batch(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> None:
+        add_counts(total, recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, run_id))
 
     outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
     run_available_now(outbox, on_batch, warehouse.checkpoint(action.key, RECYCLED_STREAM), f"{action.key}_{RECYCLED_STREAM}")

@@ -39,12 +39,18 @@ class SplitReport:
     failures_per_rule: Counter = field(default_factory=Counter)
 
 
-def split_writer_id(action: DataQualityAction) -> str:
-    return f"quarantine_assets/{action.owner}/{SPLIT_STREAM}"
+def split_writer_id(action: DataQualityAction, stream_id: str) -> str:
+    return f"quarantine_assets/{action.owner}/{SPLIT_STREAM}/{stream_id}"
 
 
 def split_batch(
-    spark: SparkSession, batch: DataFrame, batch_id: int, action: DataQualityAction, warehouse: Warehouse, run_id: str
+    spark: SparkSession,
+    batch: DataFrame,
+    batch_id: int,
+    stream_id: str,
+    action: DataQualityAction,
+    warehouse: Warehouse,
+    run_id: str,
 ) -> SplitReport:
     rules = applicable_rules(action.rules, batch.columns)
     # Cached so that counting and both writes read the source once.
@@ -63,7 +69,7 @@ def split_batch(
         held = 0
         rejected = fails_any(names_with_action(rules, "drop"))
         validated = evaluated.where(~rejected).drop(*BOOKKEEPING_COLUMNS)
-        append_once(validated, warehouse.path(action.target_table), split_writer_id(action), batch_id)
+        append_once(validated, warehouse.path(action.target_table), split_writer_id(action, stream_id), batch_id)
         if action.quarantine is not None:
             provenance = Provenance(
                 source_table=action.quarantine.source_table,
@@ -98,8 +104,8 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         require_healthy_dlq(warehouse, action)
     total = SplitReport()
 
-    def on_batch(batch: DataFrame, batch_id: int) -> None:
-        add_counts(total, split_batch(spark, batch, batch_id, action, warehouse, run_id))
+    def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
+        add_counts(total, split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id))
 
     run_available_now(
         read_source_stream(spark, action.source, warehouse),

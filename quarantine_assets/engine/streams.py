@@ -7,14 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 
 def run_available_now(
-    stream: DataFrame, on_batch: Callable[[DataFrame, int], None], checkpoint: Path, query_name: str
+    stream: DataFrame, on_batch: Callable[[DataFrame, int, str], None], checkpoint: Path, query_name: str
 ) -> None:
-    """Run `on_batch` over everything new since the checkpoint, then stop.
+    """Run `on_batch(batch, batch_id, stream_id)` over everything new since the checkpoint, then stop.
 
+    `stream_id` is the query id stored in the checkpoint: writers key their idempotent appends on
+    it, so a new checkpoint never has its batches skipped as ones an old checkpoint already wrote.
     Spark wraps errors raised inside foreachBatch in a StreamingQueryException; we re-raise
     the original so that coded errors keep their code.
     """
@@ -22,7 +24,7 @@ def run_available_now(
 
     def guarded(batch: DataFrame, batch_id: int) -> None:
         try:
-            on_batch(batch, batch_id)
+            on_batch(batch, batch_id, _stream_id(stream.sparkSession, query_name))
         except BaseException as error:
             raised.append(error)
             raise
@@ -40,6 +42,10 @@ def run_available_now(
         if raised:
             raise raised[0] from None
         raise
+
+
+def _stream_id(spark: SparkSession, query_name: str) -> str:
+    return next(query.id for query in spark.streams.active if query.name == query_name)
 
 
 def add_counts(total, part) -> None:

@@ -1,0 +1,63 @@
+"""The commands a newcomer and an operator type, run in-process against the session's Spark."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from quarantine_assets.cli import app
+from quarantine_assets.settings import REPO_ROOT
+
+runner = CliRunner()
+
+
+def test_dagster_loads_the_definitions_from_the_workspace():
+    dagster = Path(sys.executable).parent / "dagster"
+    completed = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "All code locations passed validation" in completed.stderr + completed.stdout
+
+
+def test_demo_runs_end_to_end_and_prints_locations_and_counts(spark, tmp_path):
+    result = runner.invoke(app, ["demo", "--warehouse", str(tmp_path)], env={"COLUMNS": "250"}, catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    counts = dict(re.findall(r"│ (dq_\w+/\w+)\s*│.*?│\s*(\d+)\s*│", result.output))
+    assert set(counts) == {"dq_orders/validated", "dq_orders/inbox", "dq_customers/validated", "dq_customers/inbox"}
+    assert int(counts["dq_orders/inbox"]) >= 2  # the generator always writes one bad row twice
+    assert int(counts["dq_orders/validated"]) + int(counts["dq_orders/inbox"]) == 42
+    assert (tmp_path / "demo" / "ops" / "dlq" / "_delta_log").is_dir()
+
+
+def test_ddl_prints_inbox_and_outbox_statements():
+    result = runner.invoke(app, ["ddl", "--warehouse", "/wh"])
+
+    assert result.exit_code == 0
+    assert "CREATE TABLE IF NOT EXISTS delta.`/wh/demo/ops/dlq`" in result.output
+    assert "CREATE TABLE IF NOT EXISTS delta.`/wh/demo/ops/dlq_outbox`" in result.output
+    assert "CLUSTER BY (_dlq_source_table)" in result.output
+
+
+def test_validate_prints_every_problem_and_exits_non_zero(tmp_path):
+    for relative in ("pipelines", "expectations", "substitutions"):
+        (tmp_path / relative).mkdir()
+    (tmp_path / "substitutions" / "dev.yaml").write_text(yaml.safe_dump({"dev": {}}))
+    (tmp_path / "pipelines" / "broken.yaml").write_text("pipeline: p\nflowgroup: f\nactions: [{name: a}]\n")
+    (tmp_path / "pipelines" / "unparseable.yaml").write_text("pipeline: [\n")
+
+    cli = Path(sys.executable).parent / "quarantine-assets"
+    completed = subprocess.run(
+        [str(cli), "validate", "--config-dir", str(tmp_path), "--no-parse-rules"], capture_output=True, text=True
+    )
+
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stderr
+    assert "QA-CFG-001" in completed.stderr and "QA-CFG-002" in completed.stderr
+    assert "unparseable.yaml" in completed.stderr and "broken.yaml" in completed.stderr
