@@ -116,6 +116,7 @@ StatusOption = Annotated[Optional[str], typer.Option("--status", help=f"Only thi
 RuleOption = Annotated[Optional[str], typer.Option("--rule", help="Only rows that failed this rule.")]
 OlderOption = Annotated[Optional[float], typer.Option("--older-than-hours", help="Only rows quarantined before this.")]
 ByOption = Annotated[str, typer.Option("--by", help="Who makes the change, recorded on the row.")]
+RowsSourceOption = Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")]
 
 
 def _dlq_for(project: Project, dlq: str | None) -> str:
@@ -201,7 +202,7 @@ def stats(
 @app.command()
 def fix(
     keys: list[str],
-    source: Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")],
+    source: RowsSourceOption,
     set_: Annotated[
         Optional[list[str]], typer.Option("--set", help="field=value; value is JSON if it parses, else text.")
     ] = None,
@@ -239,7 +240,7 @@ def _field_assignment(item: str) -> tuple[str, object]:
 @app.command()
 def discard(
     keys: list[str],
-    source: Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")],
+    source: RowsSourceOption,
     reason: Annotated[str, typer.Option("--reason", help="Why the rows are closed; recorded on each row.")],
     by: ByOption = getpass.getuser(),
     config_dir: ConfigDirOption = None,
