@@ -52,7 +52,12 @@ def main() -> None:
         "QUARANTINE_SENSORS": "running",
         "DAGSTER_HOME": dagster_home,
     }
-    subprocess.run([str(BIN / "quarantine-assets"), "demo", "--warehouse", str(warehouse.root)], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [str(BIN / "quarantine-assets"), "demo", "--warehouse", str(warehouse.root)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     os.environ.update(env)
     action = load_project(warehouse=warehouse.root).action("dq_orders")
     validated = warehouse.path(action.target_table)

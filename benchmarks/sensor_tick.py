@@ -51,7 +51,9 @@ def build_inbox(spark, warehouse: Warehouse, commits: int) -> Path:
     path = warehouse.path(DLQ)
     for n in range(commits):
         if n % 10 == 9:  # every tenth commit an operator fixes the row inserted before it
-            spark.sql(f"UPDATE delta.`{path}` SET _dlq_status = 'fixed' WHERE _dlq_source_table = '{SOURCE}' AND _dlq_sk = 'k{n - 1}'")
+            spark.sql(
+                f"UPDATE delta.`{path}` SET _dlq_status = 'fixed' WHERE _dlq_source_table = '{SOURCE}' AND _dlq_sk = 'k{n - 1}'"
+            )
         else:
             spark.sql(
                 f"INSERT INTO delta.`{path}` (_dlq_sk, _dlq_source_table, _dlq_status, _dlq_timestamp, _row_data, _dlq_attempt) "
@@ -113,7 +115,10 @@ def main() -> None:
     rows = [
         ("sensor tick, recent cursor (delta-rs)", *timed(tick(str(recent_cursor)), args.repeats)),
         ("sensor tick, first tick: whole history (delta-rs)", *timed(tick(None), args.repeats)),
-        ("same question, recent cursor (delta-rs, engine only)", *timed(lambda: fixed_since(path, SOURCE, recent_cursor), args.repeats)),
+        (
+            "same question, recent cursor (delta-rs, engine only)",
+            *timed(lambda: fixed_since(path, SOURCE, recent_cursor), args.repeats),
+        ),
         ("baseline: Spark change feed, recent cursor (JVM warm)", *timed(spark_question(recent_cursor), args.repeats)),
         ("baseline: Spark change feed, whole history (JVM warm)", *timed(spark_question(-1), args.repeats)),
     ]

@@ -30,7 +30,9 @@ def main() -> None:
     warehouse = Warehouse(default_warehouse())
     job = build_definitions(project).resolve_job_def(TABLE_CHECKS_JOB)
 
-    job.execute_in_process(run_config=QUIET_RUN, instance=DagsterInstance.ephemeral(), raise_on_error=False)  # warm imports
+    job.execute_in_process(
+        run_config=QUIET_RUN, instance=DagsterInstance.ephemeral(), raise_on_error=False
+    )  # warm imports
     started = time.perf_counter()
     result = job.execute_in_process(run_config=QUIET_RUN, instance=DagsterInstance.ephemeral(), raise_on_error=False)
     job_seconds = time.perf_counter() - started
@@ -38,7 +40,9 @@ def main() -> None:
     table = Table(title="DLQ table checks on the demo (delta-rs, no JVM)")
     for column in ("asset", "check", "passed", "ms"):
         table.add_column(column, justify="right" if column == "ms" else "left")
-    evaluations = sorted(result.get_asset_check_evaluations(), key=lambda e: (e.asset_key.to_user_string(), e.check_name))
+    evaluations = sorted(
+        result.get_asset_check_evaluations(), key=lambda e: (e.asset_key.to_user_string(), e.check_name)
+    )
     for evaluation in evaluations:
         table.add_row(
             evaluation.asset_key.to_user_string(),

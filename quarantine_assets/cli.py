@@ -33,14 +33,18 @@ from quarantine_assets.engine.operator import (
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import default_warehouse
 
-app = typer.Typer(help="A dead-letter queue for Spark + Delta pipelines, orchestrated by Dagster.", no_args_is_help=True)
+app = typer.Typer(
+    help="A dead-letter queue for Spark + Delta pipelines, orchestrated by Dagster.", no_args_is_help=True
+)
 console = Console()
 errors = Console(stderr=True)
 
 ConfigDirOption = Annotated[
     Optional[Path], typer.Option("--config-dir", help="Configs folder (default: $QUARANTINE_CONFIG_DIR or ./configs).")
 ]
-EnvOption = Annotated[Optional[str], typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")]
+EnvOption = Annotated[
+    Optional[str], typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")
+]
 WarehouseOption = Annotated[
     Optional[Path], typer.Option("--warehouse", help="Warehouse root (default: $QUARANTINE_WAREHOUSE or ./warehouse).")
 ]
@@ -53,7 +57,9 @@ def _load(config_dir: Path | None, env: str | None, warehouse: Path | None) -> t
 
 def _print_problems(problems) -> None:
     for problem in problems:
-        errors.print(str(problem), style="red" if problem.severity == "error" else "yellow", markup=False, soft_wrap=True)
+        errors.print(
+            str(problem), style="red" if problem.severity == "error" else "yellow", markup=False, soft_wrap=True
+        )
 
 
 def _dlq_tables(project: Project) -> list[str]:
@@ -66,7 +72,9 @@ def ddl(config_dir: ConfigDirOption = None, env: EnvOption = None, warehouse: Wa
     project, tables = _load(config_dir, env, warehouse)
     for dlq_table in _dlq_tables(project):
         console.print(f"-- inbox {dlq_table}\n{inbox_ddl(tables, dlq_table)};\n", markup=False, highlight=False)
-        console.print(f"-- outbox {dlq_table}_outbox\n{outbox_ddl(tables, dlq_table)};\n", markup=False, highlight=False)
+        console.print(
+            f"-- outbox {dlq_table}_outbox\n{outbox_ddl(tables, dlq_table)};\n", markup=False, highlight=False
+        )
 
 
 @app.command("create-tables")
@@ -115,7 +123,9 @@ SourceOption = Annotated[Optional[str], typer.Option("--source", help="Only this
 StatusOption = Annotated[Optional[str], typer.Option("--status", help=f"Only this status: {', '.join(statuses.ALL)}.")]
 RuleOption = Annotated[Optional[str], typer.Option("--rule", help="Only rows that failed this rule.")]
 OlderOption = Annotated[Optional[float], typer.Option("--older-than-hours", help="Only rows quarantined before this.")]
-ByOption = Annotated[str, typer.Option("--by", help="Who makes the change, recorded on the row.")]
+ByOption = Annotated[
+    Optional[str], typer.Option("--by", help="Who makes the change, recorded on the row (default: your user name).")
+]
 RowsSourceOption = Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")]
 
 
@@ -206,8 +216,10 @@ def fix(
     set_: Annotated[
         Optional[list[str]], typer.Option("--set", help="field=value; value is JSON if it parses, else text.")
     ] = None,
-    payload: Annotated[Optional[str], typer.Option("--payload", help="Replace the whole payload with this JSON.")] = None,
-    by: ByOption = getpass.getuser(),
+    payload: Annotated[
+        Optional[str], typer.Option("--payload", help="Replace the whole payload with this JSON.")
+    ] = None,
+    by: ByOption = None,
     config_dir: ConfigDirOption = None,
     env: EnvOption = None,
     warehouse: WarehouseOption = None,
@@ -222,7 +234,7 @@ def fix(
         keys,
         set_fields=dict(_field_assignment(item) for item in set_) if set_ else None,
         payload=parse_json_object(payload, "--payload") if payload is not None else None,
-        by=by,
+        by=by or getpass.getuser(),
     )
     console.print(f"{changed} row(s) of {source} marked fixed")
 
@@ -242,7 +254,7 @@ def discard(
     keys: list[str],
     source: RowsSourceOption,
     reason: Annotated[str, typer.Option("--reason", help="Why the rows are closed; recorded on each row.")],
-    by: ByOption = getpass.getuser(),
+    by: ByOption = None,
     config_dir: ConfigDirOption = None,
     env: EnvOption = None,
     warehouse: WarehouseOption = None,
@@ -250,7 +262,7 @@ def discard(
     """Close rows that cannot be fixed, with a reason."""
     project, tables = _load(config_dir, env, warehouse)
     action = action_for_source(list(project.actions), source)
-    changed = discard_rows(_operator_session(), tables, action, keys, reason=reason, by=by)
+    changed = discard_rows(_operator_session(), tables, action, keys, reason=reason, by=by or getpass.getuser())
     console.print(f"{changed} row(s) of {source} discarded")
 
 

@@ -39,8 +39,10 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
     landing = warehouse_root / LANDING
     for _ in range(batches):
         generated = generate_batch(landing, next_batch_number(landing))
-        console.print(f"generated {generated.orders_file.name} ({generated.orders} rows), "
-                      f"{generated.customers_file.name} ({generated.customers} rows)")
+        console.print(
+            f"generated {generated.orders_file.name} ({generated.orders} rows), "
+            f"{generated.customers_file.name} ({generated.customers} rows)"
+        )
     run_started = time.perf_counter()
     result = (
         build_definitions(project, default_resources(warehouse_root))
@@ -49,7 +51,9 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
     )
     run_seconds = time.perf_counter() - run_started
     if not result.success:
-        failures = [event.step_failure_data.error.message.strip() for event in result.all_events if event.is_step_failure]
+        failures = [
+            event.step_failure_data.error.message.strip() for event in result.all_events if event.is_step_failure
+        ]
         raise QuarantineError("QA-RUN-001", f"demo run {result.run_id} failed: {'; '.join(failures)}")
 
     table = Table(title=f"run {result.run_id}")
@@ -72,4 +76,3 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
     console.print(
         f"JVM start {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {time.perf_counter() - started:.1f}s"
     )
-

@@ -58,7 +58,9 @@ class Loop:
     def tick(self):
         sensor = self.defs.resolve_sensor_def(f"{self.action.key}_recycle_sensor")
         context = build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources={"warehouse": default_resources(self.warehouse.root)["warehouse"]}
+            instance=self.instance,
+            cursor=self.cursor,
+            resources={"warehouse": default_resources(self.warehouse.root)["warehouse"]},
         )
         result = sensor(context)
         if isinstance(result, SensorResult):

@@ -46,12 +46,19 @@ def test_both_shapes_give_the_same_rules_in_dqe_mode(tmp_path, text):
 
 
 def test_bare_list_shape_with_action_key_and_message(tmp_path):
-    rules, problems = rules_from(tmp_path, '- {name: valid_order_id, expression: "order_id IS NOT NULL", action: DROP, message: needs an id}\n')
-    assert (rules, problems) == ((Rule(name="valid_order_id", expression="order_id IS NOT NULL", message="needs an id"),), [])
+    rules, problems = rules_from(
+        tmp_path, '- {name: valid_order_id, expression: "order_id IS NOT NULL", action: DROP, message: needs an id}\n'
+    )
+    assert (rules, problems) == (
+        (Rule(name="valid_order_id", expression="order_id IS NOT NULL", message="needs an id"),),
+        [],
+    )
 
 
 def test_quarantine_mode_turns_every_rule_into_drop_and_warns_only_for_written_warn_or_fail(tmp_path):
-    rules, problems = rules_from(tmp_path, MAPPING_SHAPE + '"_rescued_data IS NULL": {name: no_rescued_data}\n', mode="quarantine")
+    rules, problems = rules_from(
+        tmp_path, MAPPING_SHAPE + '"_rescued_data IS NULL": {name: no_rescued_data}\n', mode="quarantine"
+    )
     assert {rule.action for rule in rules} == {"drop"}
     assert [(p.code, p.severity, p.field) for p in problems] == [
         ("QA-CFG-019", "warning", "[\"currency IN ('EUR','USD')\"].action"),
@@ -75,6 +82,8 @@ def test_rule_name_used_twice_is_malformed(tmp_path):
 
 
 def test_missing_file_is_blamed_on_the_flowgroup_that_cites_it(tmp_path):
-    rules, problems = load_expectations(tmp_path / "nope.yaml", "dqe", cited_in=FLOWGROUP, cited_field="actions[1].expectations_file")
+    rules, problems = load_expectations(
+        tmp_path / "nope.yaml", "dqe", cited_in=FLOWGROUP, cited_field="actions[1].expectations_file"
+    )
     assert rules == ()
     assert [(p.code, p.file, p.field) for p in problems] == [("QA-CFG-016", FLOWGROUP, "actions[1].expectations_file")]

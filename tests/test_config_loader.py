@@ -34,7 +34,11 @@ def test_demo_orders_resolve_to_a_csv_file_source_and_bronze_table(demo, tmp_pat
         schema_ddl="order_id INT, customer_id STRING, amount DOUBLE, currency STRING, order_ts TIMESTAMP",
     )
     assert orders.target_table == "demo.bronze.orders"
-    assert (orders.pipeline, orders.flowgroup, orders.config_file) == ("demo", "orders", DEMO / "pipelines/demo/orders.yaml")
+    assert (orders.pipeline, orders.flowgroup, orders.config_file) == (
+        "demo",
+        "orders",
+        DEMO / "pipelines/demo/orders.yaml",
+    )
     assert orders.expectations_file == DEMO / "expectations/orders.yaml"
 
 
@@ -66,7 +70,11 @@ def test_demo_rules_keep_their_names_and_order(demo):
         "known_currency",
         "no_rescued_data",
     ]
-    assert [rule.name for rule in demo.action("dq_customers").rules] == ["valid_email", "known_country", "no_rescued_data"]
+    assert [rule.name for rule in demo.action("dq_customers").rules] == [
+        "valid_email",
+        "known_country",
+        "no_rescued_data",
+    ]
 
 
 def test_config_version_is_short_hash_that_follows_the_expectations_file(tmp_path):
@@ -85,10 +93,34 @@ def test_delta_load_source_and_nested_yml_flowgroups_are_read(tmp_path):
         "pipeline": "silver",
         "flowgroup": "payments",
         "actions": [
-            {"name": "load_payments", "type": "load", "source": {"type": "delta", "database": "main.raw", "table": "payments"}, "target": "v_raw"},
-            {"name": "tidy", "type": "transform", "transform_type": "sql", "source": "v_raw", "target": "v_unused", "sql": "SELECT 1"},
-            {"name": "dq_payments", "type": "transform", "transform_type": "data_quality", "source": "v_raw", "target": "v_ok", "expectations_file": "rules.yaml"},
-            {"name": "write_payments", "type": "write", "source": "v_ok", "write_target": {"database": "main.silver", "table": "payments"}},
+            {
+                "name": "load_payments",
+                "type": "load",
+                "source": {"type": "delta", "database": "main.raw", "table": "payments"},
+                "target": "v_raw",
+            },
+            {
+                "name": "tidy",
+                "type": "transform",
+                "transform_type": "sql",
+                "source": "v_raw",
+                "target": "v_unused",
+                "sql": "SELECT 1",
+            },
+            {
+                "name": "dq_payments",
+                "type": "transform",
+                "transform_type": "data_quality",
+                "source": "v_raw",
+                "target": "v_ok",
+                "expectations_file": "rules.yaml",
+            },
+            {
+                "name": "write_payments",
+                "type": "write",
+                "source": "v_ok",
+                "write_target": {"database": "main.silver", "table": "payments"},
+            },
         ],
     }
     (tmp_path / "pipelines/silver/deep").mkdir(parents=True)
@@ -112,7 +144,11 @@ def test_defaults_come_from_environment_variables(tmp_path, monkeypatch):
 def test_defaults_without_environment_variables_sit_in_the_repo(monkeypatch):
     for variable in ("QUARANTINE_CONFIG_DIR", "QUARANTINE_ENV", "QUARANTINE_WAREHOUSE"):
         monkeypatch.delenv(variable, raising=False)
-    assert (default_config_dir(), default_env(), default_warehouse()) == (REPO_ROOT / "configs", "dev", REPO_ROOT / "warehouse")
+    assert (default_config_dir(), default_env(), default_warehouse()) == (
+        REPO_ROOT / "configs",
+        "dev",
+        REPO_ROOT / "warehouse",
+    )
     assert (REPO_ROOT / "quarantine_assets").is_dir()
 
 
@@ -120,4 +156,3 @@ def test_missing_pipelines_folder_is_reported(tmp_path):
     with pytest.raises(ConfigError) as raised:
         load_project(tmp_path, env="dev", warehouse=tmp_path)
     assert [(p.code, p.file) for p in raised.value.problems] == [("QA-CFG-002", tmp_path / "pipelines")]
-

@@ -42,7 +42,10 @@ def test_legacy_brace_tokens_replace_only_known_tokens(config_dir):
 
 
 def test_tokens_may_refer_to_the_built_in_warehouse(config_dir):
-    assert substitute(config_dir, "${landing_path}/orders", warehouse=Path("/data/wh")) == ("/data/wh/_landing/orders", [])
+    assert substitute(config_dir, "${landing_path}/orders", warehouse=Path("/data/wh")) == (
+        "/data/wh/_landing/orders",
+        [],
+    )
 
 
 def test_yaml_booleans_become_lowercase_text(config_dir):

@@ -29,7 +29,10 @@ def flowgroup(table: str = "orders", name: str | None = None, **dq_overrides: An
         "expectations_file": "expectations/rules.yaml",
         "mode": "quarantine",
         "readMode": "stream",
-        "quarantine": {"dlq_table": "${catalog}.${ops_schema}.dlq", "source_table": f"${{catalog}}.${{bronze_schema}}.{table}"},
+        "quarantine": {
+            "dlq_table": "${catalog}.${ops_schema}.dlq",
+            "source_table": f"${{catalog}}.${{bronze_schema}}.{table}",
+        },
     }
     dq = {key: value for key, value in {**dq, **dq_overrides}.items() if value is not ABSENT}
     return {
@@ -47,7 +50,12 @@ def flowgroup(table: str = "orders", name: str | None = None, **dq_overrides: An
                 "name": f"write_{table}",
                 "type": "write",
                 "source": f"v_{table}_validated",
-                "write_target": {"type": "streaming_table", "catalog": "${catalog}", "schema": "${bronze_schema}", "table": table},
+                "write_target": {
+                    "type": "streaming_table",
+                    "catalog": "${catalog}",
+                    "schema": "${bronze_schema}",
+                    "table": table,
+                },
             },
         ],
     }
@@ -130,7 +138,9 @@ def test_unset_secret_is_qa_cfg_004(tmp_path, monkeypatch):
     broken = flowgroup()
     broken["actions"][0]["source"]["options"] = {"sas": "${secret:vault/landing-sas}"}
     config = project_dir(tmp_path, {"orders.yaml": broken})
-    problem = assert_has(problems_of(config), "QA-CFG-004", config / "pipelines/orders.yaml", "actions[0].source.options.sas")
+    problem = assert_has(
+        problems_of(config), "QA-CFG-004", config / "pipelines/orders.yaml", "actions[0].source.options.sas"
+    )
     assert "QUARANTINE_SECRET_VAULT_LANDING_SAS" in problem.message
 
 
@@ -150,7 +160,9 @@ def test_quarantine_block_outside_quarantine_mode_is_qa_cfg_012(tmp_path, mode):
     assert_has(problems_of(config), "QA-CFG-012", config / "pipelines/orders.yaml", "actions[1].quarantine")
 
 
-@pytest.mark.parametrize("dlq_table", ["ops.dlq", "main.ops.dlq.extra", None], ids=["two parts", "four parts", "missing"])
+@pytest.mark.parametrize(
+    "dlq_table", ["ops.dlq", "main.ops.dlq.extra", None], ids=["two parts", "four parts", "missing"]
+)
 def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, dlq_table):
     quarantine = {"source_table": "main.bronze.orders"} | ({"dlq_table": dlq_table} if dlq_table else {})
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
@@ -160,7 +172,9 @@ def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, dlq_table):
 def test_source_table_not_fully_qualified_is_qa_cfg_014(tmp_path):
     quarantine = {"dlq_table": "main.ops.dlq", "source_table": "orders"}
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
-    assert_has(problems_of(config), "QA-CFG-014", config / "pipelines/orders.yaml", "actions[1].quarantine.source_table")
+    assert_has(
+        problems_of(config), "QA-CFG-014", config / "pipelines/orders.yaml", "actions[1].quarantine.source_table"
+    )
 
 
 def test_quarantine_mode_with_batch_read_mode_is_qa_cfg_015(tmp_path):
@@ -170,7 +184,9 @@ def test_quarantine_mode_with_batch_read_mode_is_qa_cfg_015(tmp_path):
 
 def test_expectations_file_not_found_is_qa_cfg_016_on_the_citing_field(tmp_path):
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(expectations_file="expectations/missing.yaml")})
-    problem = assert_has(problems_of(config), "QA-CFG-016", config / "pipelines/orders.yaml", "actions[1].expectations_file")
+    problem = assert_has(
+        problems_of(config), "QA-CFG-016", config / "pipelines/orders.yaml", "actions[1].expectations_file"
+    )
     assert "missing.yaml" in problem.message
 
 
@@ -191,7 +207,9 @@ def test_rule_without_expression_is_qa_cfg_018(tmp_path):
 
 
 def test_rule_with_unknown_action_is_qa_cfg_018(tmp_path):
-    rules = {"expectations": [{"name": "valid_order_id", "expression": "order_id IS NOT NULL", "failureAction": "explode"}]}
+    rules = {
+        "expectations": [{"name": "valid_order_id", "expression": "order_id IS NOT NULL", "failureAction": "explode"}]
+    }
     config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
     assert_has(problems_of(config), "QA-CFG-018", config / "expectations/rules.yaml", "expectations[0].failureAction")
 
@@ -201,7 +219,9 @@ def test_warn_rule_in_quarantine_mode_acts_as_drop_with_warning_qa_cfg_019(tmp_p
     config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
     project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
     assert project.actions[0].rules[0].action == "drop"
-    warning = assert_has(list(project.warnings), "QA-CFG-019", config / "expectations/rules.yaml", "[\"currency IN ('EUR')\"].action")
+    warning = assert_has(
+        list(project.warnings), "QA-CFG-019", config / "expectations/rules.yaml", "[\"currency IN ('EUR')\"].action"
+    )
     assert warning.severity == "warning"
 
 
@@ -209,7 +229,12 @@ def test_warn_rule_in_quarantine_mode_acts_as_drop_with_warning_qa_cfg_019(tmp_p
 def test_max_attempts_that_is_not_a_positive_whole_number_is_qa_cfg_024(tmp_path, max_attempts):
     quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", "max_attempts": max_attempts}
     config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
-    assert_has(problems_of(config_dir), "QA-CFG-024", config_dir / "pipelines/orders.yaml", "actions[1].quarantine.max_attempts")
+    assert_has(
+        problems_of(config_dir),
+        "QA-CFG-024",
+        config_dir / "pipelines/orders.yaml",
+        "actions[1].quarantine.max_attempts",
+    )
 
 
 def test_max_attempts_reaches_the_quarantine_spec(tmp_path):
@@ -224,7 +249,9 @@ def test_two_quarantine_actions_sharing_dlq_and_source_table_is_qa_cfg_020_namin
     second = flowgroup("returns", name="dq_returns")
     second["actions"][1]["quarantine"]["source_table"] = "${catalog}.${bronze_schema}.orders"
     config = project_dir(tmp_path, {"a_orders.yaml": first, "b_returns.yaml": second})
-    problem = assert_has(problems_of(config), "QA-CFG-020", config / "pipelines/b_returns.yaml", "actions[1].quarantine.source_table")
+    problem = assert_has(
+        problems_of(config), "QA-CFG-020", config / "pipelines/b_returns.yaml", "actions[1].quarantine.source_table"
+    )
     for mention in ("a_orders.yaml", "b_returns.yaml", "'dq_orders'", "'dq_returns'", "LHP-VAL-069"):
         assert mention in problem.message
 
@@ -238,7 +265,10 @@ def test_shared_dlq_with_distinct_source_tables_is_accepted(tmp_path):
 def test_two_data_quality_actions_with_one_name_is_qa_cfg_021(tmp_path):
     config = project_dir(
         tmp_path,
-        {"a_orders.yaml": flowgroup("orders", name="dq_bronze"), "b_returns.yaml": flowgroup("returns", name="dq_bronze")},
+        {
+            "a_orders.yaml": flowgroup("orders", name="dq_bronze"),
+            "b_returns.yaml": flowgroup("returns", name="dq_bronze"),
+        },
     )
     problem = assert_has(problems_of(config), "QA-CFG-021", config / "pipelines/b_returns.yaml", "actions[1].name")
     assert "a_orders.yaml" in problem.message
@@ -249,7 +279,9 @@ def test_rule_spark_cannot_parse_is_qa_cfg_022(tmp_path, spark):
     config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
     project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
     problems = rule_expression_problems(project, spark)
-    assert [(p.code, p.file, p.field) for p in problems] == [("QA-CFG-022", config / "expectations/rules.yaml", "half_written")]
+    assert [(p.code, p.file, p.field) for p in problems] == [
+        ("QA-CFG-022", config / "expectations/rules.yaml", "half_written")
+    ]
 
 
 def test_dlq_table_that_is_the_validated_table_is_qa_cfg_023(tmp_path):
@@ -271,7 +303,9 @@ def test_secret_values_never_appear_in_problem_messages(tmp_path, monkeypatch):
     monkeypatch.setenv("QUARANTINE_SECRET_OPS_DLQ", "hunter2-not-a-table")
     quarantine = {"dlq_table": "${secret:ops/dlq}", "source_table": "main.bronze.orders"}
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
-    problem = assert_has(problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
+    problem = assert_has(
+        problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table"
+    )
     assert "hunter2" not in problem.message
 
 

@@ -9,8 +9,12 @@ from dagster import SensorResult, SkipReason
 
 from builders import ORDERS_SCHEMA, orders_action
 from graph_driver import Loop
+from quarantine_assets.config.models import Rule
 from quarantine_assets.engine.operator import discard_rows, fix_rows
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import run_split
+from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import OperatorError
 
 
@@ -96,7 +100,12 @@ def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
 @pytest.mark.parametrize(
     ("change", "code"),
     [
-        (lambda loop, key: fix_rows(loop.spark, loop.warehouse, loop.action, ["nope"], set_fields={"order_id": 1}, by="t"), "QA-OPS-001"),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark, loop.warehouse, loop.action, ["nope"], set_fields={"order_id": 1}, by="t"
+            ),
+            "QA-OPS-001",
+        ),
         (
             lambda loop, key: fix_rows(
                 loop.spark,
@@ -108,8 +117,16 @@ def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
             ),
             "QA-OPS-002",
         ),
-        (lambda loop, key: fix_rows(loop.spark, loop.warehouse, loop.action, [key], set_fields={"colour": 1}, by="t"), "QA-OPS-004"),
-        (lambda loop, key: discard_rows(loop.spark, loop.warehouse, loop.action, [key], reason=" ", by="t"), "QA-OPS-006"),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark, loop.warehouse, loop.action, [key], set_fields={"colour": 1}, by="t"
+            ),
+            "QA-OPS-004",
+        ),
+        (
+            lambda loop, key: discard_rows(loop.spark, loop.warehouse, loop.action, [key], reason=" ", by="t"),
+            "QA-OPS-006",
+        ),
     ],
     ids=["unknown-key", "other-source", "unknown-field", "discard-without-reason"],
 )
@@ -146,9 +163,9 @@ def test_discarded_row_never_recycles(loop):
 def test_fix_racing_a_running_split_fails_neither_side(loop):
     loop.ingest([(n, None, 1.0, "EUR") for n in range(5)])
     keys = [row["_dlq_sk"] for row in loop.inbox().collect()]
-    loop.spark.createDataFrame([(100 + n, None if n % 2 else n, 1.0, "EUR") for n in range(400)], ORDERS_SCHEMA).write.format(
-        "delta"
-    ).mode("append").save(str(loop.warehouse.path(loop.action.source.table)))
+    loop.spark.createDataFrame(
+        [(100 + n, None if n % 2 else n, 1.0, "EUR") for n in range(400)], ORDERS_SCHEMA
+    ).write.format("delta").mode("append").save(str(loop.warehouse.path(loop.action.source.table)))
 
     failures = []
 
@@ -161,10 +178,30 @@ def test_fix_racing_a_running_split_fails_neither_side(loop):
     racer = threading.Thread(target=split)
     racer.start()
     for amount in (2.0, 3.0, 4.0):
-        fix_rows(loop.spark, loop.warehouse, loop.action, keys, set_fields={"order_id": 1, "amount": amount}, by="racer")
+        fix_rows(
+            loop.spark, loop.warehouse, loop.action, keys, set_fields={"order_id": 1, "amount": amount}, by="racer"
+        )
     racer.join()
 
     assert failures == []
     statuses = [row["_dlq_status"] for row in loop.inbox().collect()]
     assert statuses.count("fixed") == 5 and statuses.count("quarantined") == 200
     assert len(loop.validated()) == 200
+
+
+def test_odd_column_names_survive_the_round_trip_through_the_dlq(spark, warehouse):
+    schema = "`row.no` INT, `unit.price` DOUBLE, `o'brien` STRING"
+    rules = (Rule(name="non_negative_price", expression="`unit.price` >= 0"),)
+    action = orders_action(name="dq_odd", source_table="demo.bronze.odd", rules=rules)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    spark.createDataFrame([(1, -2.5, "x"), (2, 3.0, "y")], schema).write.format("delta").save(
+        str(warehouse.path(action.source.table))
+    )
+    run_split(spark, action, warehouse, run_id="split")
+    key = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).first()["_dlq_sk"]
+    fix_rows(spark, warehouse, action, [key], set_fields={"unit.price": 2.5}, by="test")
+    run_outbox(spark, action, warehouse, run_id="recycle")
+    run_recycled(spark, action, warehouse, run_id="recycle")
+
+    validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
+    assert sorted(tuple(row) for row in validated.collect()) == [(1, 2.5, "x"), (2, 3.0, "y")]

@@ -97,9 +97,10 @@ def test_null_rule_result_goes_to_inbox_and_is_named(spark, warehouse):
     assert record["_dlq_attempt"] == 1 and record["_dlq_run_id"] == "run"
     assert record["_dlq_action"] == "demo/orders/dq_orders"
     # NULL survives the VARIANT round trip as NULL, and types are kept.
-    assert inbox_slice(spark, warehouse, action).select(
-        F.schema_of_variant("_row_data")
-    ).first()[0] == "OBJECT<amount: VOID, currency: STRING, order_id: BIGINT, row_no: BIGINT>"
+    assert (
+        inbox_slice(spark, warehouse, action).select(F.schema_of_variant("_row_data")).first()[0]
+        == "OBJECT<amount: VOID, currency: STRING, order_id: BIGINT, row_no: BIGINT>"
+    )
 
 
 def test_rerun_without_new_input_adds_nothing(spark, warehouse):

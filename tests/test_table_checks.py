@@ -177,9 +177,7 @@ def test_a_missing_context_column_is_a_warning_that_blocks_nothing(spark, wareho
     require_healthy_dlq(warehouse, ACTION)
 
 
-@pytest.mark.parametrize(
-    "layout", ["", "CLUSTER BY (_dlq_sk)", "CLUSTER BY (_dlq_source_table, _dlq_sk)"]
-)
+@pytest.mark.parametrize("layout", ["", "CLUSTER BY (_dlq_sk)", "CLUSTER BY (_dlq_source_table, _dlq_sk)"])
 def test_tables_not_laid_out_by_source_table_fail_the_layout_check_with_a_warning(spark, warehouse, layout):
     create_inbox(spark, warehouse, layout=layout)
     create_outbox(spark, warehouse, layout=layout)

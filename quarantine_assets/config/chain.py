@@ -29,9 +29,15 @@ def resolve_source(
     return _load_source(actions[producers[0]].get("source"), file, load_field)
 
 
-def resolve_target_table(actions: list[dict[str, Any]], view: str, file: Path, field: str) -> tuple[str | None, list[Problem]]:
+def resolve_target_table(
+    actions: list[dict[str, Any]], view: str, file: Path, field: str
+) -> tuple[str | None, list[Problem]]:
     """The table written from `view`; `field` is the data_quality action's `target`, blamed when the chain breaks."""
-    writers = [index for index, action in enumerate(actions) if action.get("type") == "write" and view in _views(action.get("source"))]
+    writers = [
+        index
+        for index, action in enumerate(actions)
+        if action.get("type") == "write" and view in _views(action.get("source"))
+    ]
     if len(writers) != 1:
         found = "none" if not writers else ", ".join(_describe(actions[index]) for index in writers)
         message = f"view {view!r} must be the source of exactly one write action; found {found}"
@@ -48,10 +54,14 @@ def _load_source(source: Any, file: Path, field: str) -> tuple[FileSource | Delt
     if kind == "cloudfiles":
         for key in ("path", "format"):
             if not is_text(source.get(key)):
-                problems.append(Problem(STRUCTURE, f"a cloudfiles source needs {key!r}", file=file, field=child(field, key)))
+                problems.append(
+                    Problem(STRUCTURE, f"a cloudfiles source needs {key!r}", file=file, field=child(field, key))
+                )
         schema = source.get("schema")
         if schema is not None and not is_text(schema):
-            problems.append(Problem(STRUCTURE, "schema must be a Spark DDL string", file=file, field=child(field, "schema")))
+            problems.append(
+                Problem(STRUCTURE, "schema must be a Spark DDL string", file=file, field=child(field, "schema"))
+            )
         if problems:
             return None, problems
         return FileSource(path=source["path"], format=source["format"], options=options, schema_ddl=schema), []
@@ -60,7 +70,14 @@ def _load_source(source: Any, file: Path, field: str) -> tuple[FileSource | Delt
         problems += table_problems
         return (None, problems) if problems else (DeltaSource(table=table, options=options), [])
     supported = ", ".join(SUPPORTED_SOURCE_TYPES)
-    return None, [Problem(STRUCTURE, f"load source type {kind!r} is not supported here (use {supported})", file=file, field=child(field, "type"))]
+    return None, [
+        Problem(
+            STRUCTURE,
+            f"load source type {kind!r} is not supported here (use {supported})",
+            file=file,
+            field=child(field, "type"),
+        )
+    ]
 
 
 def _qualified_table(block: Any, file: Path, field: str) -> tuple[str | None, list[Problem]]:
@@ -77,7 +94,9 @@ def _qualified_table(block: Any, file: Path, field: str) -> tuple[str | None, li
         return None, [Problem(STRUCTURE, message, file=file, field=field)]
     table = f"{namespaces.pop()}.{block.get('table')}"
     if not QUALIFIED_NAME.match(table):
-        return None, [Problem(STRUCTURE, f"table must resolve to catalog.schema.table, got {table!r}", file=file, field=field)]
+        return None, [
+            Problem(STRUCTURE, f"table must resolve to catalog.schema.table, got {table!r}", file=file, field=field)
+        ]
     return table, []
 
 

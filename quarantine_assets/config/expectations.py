@@ -52,13 +52,17 @@ def load_expectations(
     In quarantine mode every failing row goes to the DLQ, so `warn` and `fail` act as `drop`.
     """
     if not path.is_file():
-        return (), [Problem(EXPECTATIONS_MISSING, f"expectations file not found: {path}", file=cited_in, field=cited_field)]
+        return (), [
+            Problem(EXPECTATIONS_MISSING, f"expectations file not found: {path}", file=cited_in, field=cited_field)
+        ]
     data, problem = read_yaml(path, top_level=(dict, list, type(None)))
     if problem:
         return (), [problem]
     entries, problems = _entries(data, path)
     if not entries and not problems:
-        problems.append(Problem(EXPECTATIONS_EMPTY, "expectations file holds no rules; at least one is required", file=path))
+        problems.append(
+            Problem(EXPECTATIONS_EMPTY, "expectations file holds no rules; at least one is required", file=path)
+        )
     problems += _duplicate_names(entries, path)
     rules = []
     for entry in entries:
@@ -150,7 +154,11 @@ def _duplicate_names(entries: list[_Entry], path: Path) -> list[Problem]:
     for entry in entries:
         if entry.name in seen:
             problems.append(
-                _malformed(f"rule name {entry.name!r} is used twice; DLQ rows name the rules they failed", path, child(entry.field, "name"))
+                _malformed(
+                    f"rule name {entry.name!r} is used twice; DLQ rows name the rules they failed",
+                    path,
+                    child(entry.field, "name"),
+                )
             )
         seen.add(entry.name)
     return problems

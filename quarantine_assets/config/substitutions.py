@@ -75,7 +75,9 @@ class Substitutions:
                 return self._secret(reference.removeprefix(_SECRET_PREFIX), failures) or match[0]
             value = lookup(reference)
             if value is None:
-                failures.append((UNKNOWN_TOKEN, f"unknown token ${{{reference}}}: define it under '{self.env}:' in {self.file}"))
+                failures.append(
+                    (UNKNOWN_TOKEN, f"unknown token ${{{reference}}}: define it under '{self.env}:' in {self.file}")
+                )
                 return match[0]
             return value
 
@@ -108,7 +110,9 @@ class Substitutions:
                 problems.append(Problem(UNKNOWN_TOKEN, f"token refers to itself: {cycle}", file=self.file, field=field))
                 self.tokens[name] = value  # breaks the cycle, so it is reported once
                 return value
-            text, failures = self._substitute(value, lambda token: resolve(token, chain + (name,)) if token in known else None)
+            text, failures = self._substitute(
+                value, lambda token: resolve(token, chain + (name,)) if token in known else None
+            )
             problems.extend(Problem(code, message, file=self.file, field=field) for code, message in failures)
             return self.tokens.setdefault(name, text)
 

@@ -54,7 +54,9 @@ def flowgroup_problems(flowgroup: dict[str, Any], file: Path) -> list[Problem]:
     ]
     actions = flowgroup.get("actions")
     if not isinstance(actions, list) or not actions:
-        return problems + [Problem(STRUCTURE, "flowgroup needs 'actions' as a non-empty list", file=file, field="actions")]
+        return problems + [
+            Problem(STRUCTURE, "flowgroup needs 'actions' as a non-empty list", file=file, field="actions")
+        ]
     for index, action in enumerate(actions):
         field = child("actions", index)
         if not isinstance(action, dict):
@@ -82,7 +84,9 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
         problems.append(Problem(STRUCTURE, "description must be text", file=file, field=child(field, "description")))
     mode = action.get("mode", "dqe")
     if mode not in MODES:
-        return problems + [Problem(BAD_MODE, f"mode must be dqe or quarantine, got {mode!r}", file=file, field=child(field, "mode"))]
+        return problems + [
+            Problem(BAD_MODE, f"mode must be dqe or quarantine, got {mode!r}", file=file, field=child(field, "mode"))
+        ]
     quarantine = action.get("quarantine")
     if mode == "dqe":
         if quarantine is not None:
@@ -104,7 +108,9 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
     max_attempts = quarantine.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
     if not _is_attempt_cap(max_attempts):
         message = f"quarantine.max_attempts must be a whole number of at least 1, got {max_attempts!r}"
-        problems.append(Problem(BAD_MAX_ATTEMPTS, message, file=file, field=child(child(field, "quarantine"), "max_attempts")))
+        problems.append(
+            Problem(BAD_MAX_ATTEMPTS, message, file=file, field=child(child(field, "quarantine"), "max_attempts"))
+        )
     return problems
 
 
@@ -159,7 +165,9 @@ def _duplicate_names(actions: list[Footprint]) -> list[Problem]:
                 f"data_quality action name {action.name!r} is used in {first.file} and {action.file}; "
                 "it is the asset key, so it must be unique across the project"
             )
-            problems.append(Problem(DUPLICATE_ACTION_NAME, message, file=action.file, field=child(action.field, "name")))
+            problems.append(
+                Problem(DUPLICATE_ACTION_NAME, message, file=action.file, field=child(action.field, "name"))
+            )
     return problems
 
 
@@ -193,7 +201,9 @@ def _dlq_is_target(actions: list[Footprint]) -> list[Problem]:
         for table in (spec.dlq_table, spec.outbox_table):
             writer = writers.get(table)
             if writer is not None:
-                message = f"DLQ table {table!r} is also the validated table written by action {writer.name!r} ({writer.file})"
+                message = (
+                    f"DLQ table {table!r} is also the validated table written by action {writer.name!r} ({writer.file})"
+                )
                 field = child(child(action.field, "quarantine"), "dlq_table")
                 problems.append(Problem(DLQ_IS_TARGET, message, file=action.file, field=field))
     return problems

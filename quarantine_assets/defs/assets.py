@@ -1,9 +1,16 @@
 """The asset factory: per data-quality action, the split that yields validated and inbox."""
 
-
 from collections.abc import Iterator
 
-from dagster import AssetCheckResult, AssetExecutionContext, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    AssetSpec,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    multi_asset,
+)
 from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
@@ -19,6 +26,7 @@ from quarantine_assets.engine.operator import RowFilter, inbox_rows, oldest_quar
 from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import SplitReport, run_split
+
 
 def _common(action: DataQualityAction) -> dict:
     return {"group_name": action.pipeline, "kinds": {"spark", "delta"}}

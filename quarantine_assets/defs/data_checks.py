@@ -26,7 +26,9 @@ def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
             asset=inbox,
             description="Every row the run read is in the validated table or, by key and payload, in the inbox.",
         ),
-        AssetCheckSpec(REJECT_RATE, asset=inbox, description="Share of the run's rows quarantined, against thresholds."),
+        AssetCheckSpec(
+            REJECT_RATE, asset=inbox, description="Share of the run's rows quarantined, against thresholds."
+        ),
         AssetCheckSpec(
             OLDEST_QUARANTINED,
             asset=inbox,

@@ -25,7 +25,9 @@ class DlqCommand(Config):
 
 def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
     @op(name="apply_dlq_command")
-    def apply(context: OpExecutionContext, config: DlqCommand, spark: LazyPySparkResource, warehouse: WarehouseResource):
+    def apply(
+        context: OpExecutionContext, config: DlqCommand, spark: LazyPySparkResource, warehouse: WarehouseResource
+    ):
         action = action_for_source(actions, config.source_table)
         session, tables = spark.spark_session, warehouse.warehouse
         if config.discard_reason is not None:

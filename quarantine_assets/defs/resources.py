@@ -1,6 +1,5 @@
 """Resources, chosen in one place: local Spark and a local warehouse unless configured otherwise."""
 
-
 from pathlib import Path
 
 from dagster import ConfigurableResource

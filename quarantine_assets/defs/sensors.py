@@ -56,7 +56,10 @@ def recycle_sensor(action: DataQualityAction) -> SensorDefinition:
                 RunRequest(
                     # Stable per inbox version: a re-evaluated tick never requests the same recycle twice.
                     run_key=f"{action.key}-fixed-through-v{feed.latest_version}",
-                    tags={"quarantine/source_table": quarantine.source_table, "quarantine/rows_fixed": str(feed.rows_fixed)},
+                    tags={
+                        "quarantine/source_table": quarantine.source_table,
+                        "quarantine/rows_fixed": str(feed.rows_fixed),
+                    },
                 )
             ],
             cursor=str(feed.latest_version),

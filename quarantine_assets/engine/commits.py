@@ -49,9 +49,11 @@ def retry_on_conflict(commit: Callable[[], T]) -> T:
 def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int) -> None:
     """Delta records (writer_id, batch_id) in the commit and skips a batch it has already seen."""
     retry_on_conflict(
-        lambda: rows.write.format("delta")
-        .mode("append")
-        .option("txnAppId", writer_id)
-        .option("txnVersion", batch_id)
-        .save(str(path))
+        lambda: (
+            rows.write.format("delta")
+            .mode("append")
+            .option("txnAppId", writer_id)
+            .option("txnVersion", batch_id)
+            .save(str(path))
+        )
     )

@@ -109,11 +109,13 @@ def merge_into_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, 
     records = records.persist()
     try:
         metrics = retry_on_conflict(
-            lambda: inbox.alias("dlq")
-            .merge(records.alias("new"), scoped_key_condition("dlq", "new", source_table))
-            .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in columns})
-            .execute()
-            .first()
+            lambda: (
+                inbox.alias("dlq")
+                .merge(records.alias("new"), scoped_key_condition("dlq", "new", source_table))
+                .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in columns})
+                .execute()
+                .first()
+            )
         )
         inserted, expected = metrics["num_inserted_rows"], records.count()
         if inserted == expected:

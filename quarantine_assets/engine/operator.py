@@ -133,7 +133,9 @@ def fix_rows(
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
     fixed = {key: changes if payload is not None else current[key] | changes for key in keys}
-    updates = spark.createDataFrame([(key, json.dumps(value)) for key, value in fixed.items()], "_dlq_sk STRING, payload STRING")
+    updates = spark.createDataFrame(
+        [(key, json.dumps(value)) for key, value in fixed.items()], "_dlq_sk STRING, payload STRING"
+    )
     return _update_open_rows(
         spark,
         warehouse,
@@ -163,13 +165,15 @@ def _update_open_rows(
     inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
     retry_on_conflict(
-        lambda: inbox.alias("dlq")
-        .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
-        .whenMatchedUpdate(
-            condition=f"dlq._dlq_status IN ({statuses})",
-            set=values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)},
+        lambda: (
+            inbox.alias("dlq")
+            .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
+            .whenMatchedUpdate(
+                condition=f"dlq._dlq_status IN ({statuses})",
+                set=values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)},
+            )
+            .execute()
         )
-        .execute()
     )
     return updates.count()
 

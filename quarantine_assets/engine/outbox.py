@@ -72,28 +72,32 @@ def _insert_into_outbox(spark: SparkSession, outbox_path: Path, fixed: DataFrame
         "_dlq_action": F.lit(action.owner),
     }
     retry_on_conflict(
-        lambda: outbox.alias("out")
-        .merge(fixed.alias("new"), same_attempt("out", "new", action.quarantine.source_table))
-        .whenNotMatchedInsert(values=values)
-        .execute()
+        lambda: (
+            outbox.alias("out")
+            .merge(fixed.alias("new"), same_attempt("out", "new", action.quarantine.source_table))
+            .whenNotMatchedInsert(values=values)
+            .execute()
+        )
     )
 
 
 def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, source_table: str, run_id: str) -> None:
     inbox = DeltaTable.forPath(spark, str(inbox_path))
     retry_on_conflict(
-        lambda: inbox.alias("dlq")
-        .merge(fixed.alias("new"), same_attempt("dlq", "new", source_table))
-        .whenMatchedUpdate(
-            condition=f"dlq._dlq_status = '{FIXED}'",
-            set={
-                "_dlq_status": F.lit(RECYCLED),
-                "_dlq_run_id": F.lit(run_id),
-                "_dlq_updated_at": F.current_timestamp(),
-                "_dlq_updated_by": F.lit(OUTBOX_STREAM),
-            },
+        lambda: (
+            inbox.alias("dlq")
+            .merge(fixed.alias("new"), same_attempt("dlq", "new", source_table))
+            .whenMatchedUpdate(
+                condition=f"dlq._dlq_status = '{FIXED}'",
+                set={
+                    "_dlq_status": F.lit(RECYCLED),
+                    "_dlq_run_id": F.lit(run_id),
+                    "_dlq_updated_at": F.current_timestamp(),
+                    "_dlq_updated_by": F.lit(OUTBOX_STREAM),
+                },
+            )
+            .execute()
         )
-        .execute()
     )
 
 
@@ -110,7 +114,9 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
         .option("readChangeFeed", "true")
         .load(str(warehouse.path(action.quarantine.dlq_table)))
     )
-    run_available_now(changes, on_batch, warehouse.checkpoint(action.key, OUTBOX_STREAM), f"{action.key}_{OUTBOX_STREAM}")
+    run_available_now(
+        changes, on_batch, warehouse.checkpoint(action.key, OUTBOX_STREAM), f"{action.key}_{OUTBOX_STREAM}"
+    )
     return total
 
 

@@ -34,12 +34,17 @@ class RecycleReport:
 
 
 def variant_path(field: str) -> str:
-    """A quoted path, so column names with dots, spaces or quotes still resolve."""
-    return "$['" + field.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    """A quoted path, so column names with dots, spaces or quotes still resolve.
+
+    Spark's variant paths have no escapes: a name holding a single quote goes in double quotes.
+    """
+    return f'$["{field}"]' if "'" in field else f"$['{field}']"
 
 
 def typed_columns(schema: StructType) -> list[Column]:
-    return [F.try_variant_get("_row_data", variant_path(f.name), f.dataType.simpleString()).alias(f.name) for f in schema]
+    return [
+        F.try_variant_get("_row_data", variant_path(f.name), f.dataType.simpleString()).alias(f.name) for f in schema
+    ]
 
 
 def payload_type_failures(schema: StructType) -> Column:
@@ -48,7 +53,8 @@ def payload_type_failures(schema: StructType) -> Column:
     for field in schema:
         path = variant_path(field.name)
         raw = F.variant_get("_row_data", path, "variant")
-        mismatch = raw.isNotNull() & ~F.is_variant_null(raw) & F.try_variant_get("_row_data", path, field.dataType.simpleString()).isNull()
+        cast = F.try_variant_get("_row_data", path, field.dataType.simpleString())
+        mismatch = raw.isNotNull() & ~F.is_variant_null(raw) & cast.isNull()
         failures.append(
             F.when(
                 mismatch,
@@ -88,27 +94,39 @@ def recycle_batch(
 ) -> RecycleReport:
     schema = validated_schema(spark, warehouse, action)
     rules = applicable_rules(action.rules, schema.fieldNames())
-    keys = outbox_rows.where(F.col("_dlq_source_table") == action.quarantine.source_table).select(
-        "_dlq_sk", "_dlq_source_table", "_dlq_attempt", "_row_data", payload_type_failures(schema).alias("_type_failures"), *typed_columns(schema)
+    typed = outbox_rows.where(F.col("_dlq_source_table") == action.quarantine.source_table).select(
+        "_dlq_sk",
+        "_dlq_source_table",
+        "_dlq_attempt",
+        payload_type_failures(schema).alias("_type_failures"),
+        *typed_columns(schema),
     )
-    judged = keys.withColumn(
-        FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules))
-    ).persist()
+    # Cached so that counting, the append and the inbox MERGE read the outbox batch once.
+    judged = typed.withColumn(FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules))).persist()
     try:
-        passed = judged.where(F.size(FAILED_RULES) == 0)
-        failed = judged.where(F.size(FAILED_RULES) > 0)
-        passed_count, failed_count = passed.count(), failed.count()
-        append_once(passed.select(*[quote(f.name) for f in schema]), warehouse.path(action.target_table), recycled_writer_id(action, stream_id), batch_id)
-        exhausted = 0
-        if failed_count:
-            exhausted = failed.where(F.col("_dlq_attempt") + 1 > action.quarantine.max_attempts).count()
-            _back_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), failed, action, run_id)
+        failing = F.size(FAILED_RULES) > 0
+        counts = judged.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(failing.cast("long")).alias("failed"),
+            F.sum((failing & (F.col("_dlq_attempt") + 1 > action.quarantine.max_attempts)).cast("long")).alias(
+                "exhausted"
+            ),
+        ).first()
+        append_once(
+            judged.where(~failing).select(*[quote(f.name) for f in schema]),
+            warehouse.path(action.target_table),
+            recycled_writer_id(action, stream_id),
+            batch_id,
+        )
+        if counts["failed"]:
+            _back_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), judged.where(failing), action, run_id)
     finally:
         judged.unpersist()
+    failed, exhausted = counts["failed"] or 0, counts["exhausted"] or 0
     return RecycleReport(
         batches=1,
-        rows_recycled=passed_count,
-        rows_requarantined=failed_count - exhausted,
+        rows_recycled=counts["rows"] - failed,
+        rows_requarantined=failed - exhausted,
         rows_exhausted=exhausted,
     )
 
@@ -122,23 +140,25 @@ def _back_to_inbox(
     at_cap = next_attempt > max_attempts
     inbox = DeltaTable.forPath(spark, str(inbox_path))
     retry_on_conflict(
-        lambda: inbox.alias("dlq")
-        .merge(failed.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table))
-        .whenMatchedUpdate(
-            condition=f"dlq._dlq_status = '{RECYCLED}'",
-            set={
-                "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
-                "_dlq_attempt": next_attempt,
-                "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
-                "_dlq_reason": F.when(
-                    at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")
-                ),
-                "_dlq_run_id": F.lit(run_id),
-                "_dlq_updated_at": F.current_timestamp(),
-                "_dlq_updated_by": F.lit(RECYCLED_STREAM),
-            },
+        lambda: (
+            inbox.alias("dlq")
+            .merge(failed.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table))
+            .whenMatchedUpdate(
+                condition=f"dlq._dlq_status = '{RECYCLED}'",
+                set={
+                    "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
+                    "_dlq_attempt": next_attempt,
+                    "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
+                    "_dlq_reason": F.when(
+                        at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")
+                    ),
+                    "_dlq_run_id": F.lit(run_id),
+                    "_dlq_updated_at": F.current_timestamp(),
+                    "_dlq_updated_by": F.lit(RECYCLED_STREAM),
+                },
+            )
+            .execute()
         )
-        .execute()
     )
 
 
@@ -156,5 +176,7 @@ def run_recycled(
         add_counts(total, recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, run_id))
 
     outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
-    run_available_now(outbox, on_batch, warehouse.checkpoint(action.key, RECYCLED_STREAM), f"{action.key}_{RECYCLED_STREAM}")
+    run_available_now(
+        outbox, on_batch, warehouse.checkpoint(action.key, RECYCLED_STREAM), f"{action.key}_{RECYCLED_STREAM}"
+    )
     return total

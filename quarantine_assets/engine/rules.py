@@ -53,9 +53,7 @@ class BatchCounts:
 
 def batch_counts(evaluated: DataFrame, rules: Sequence[Rule]) -> BatchCounts:
     """Everything the materialization reports about a batch, in one Spark action."""
-    per_rule = [
-        F.sum(fails_any([rule.name]).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)
-    ]
+    per_rule = [F.sum(fails_any([rule.name]).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
     row = evaluated.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum((~fails_any(names_with_action(rules, "drop"))).cast("long")).alias("kept"),

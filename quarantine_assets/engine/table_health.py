@@ -239,9 +239,7 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             "Give each action its own quarantine.source_table",
             seen,
         )
-    return Finding(
-        SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {dlq_table}", seen
-    )
+    return Finding(SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {dlq_table}", seen)
 
 
 def clustering_columns(path: Path, version: int) -> list[str]:
