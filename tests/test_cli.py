@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
+from quarantine_assets.errors import OperatorError
 from quarantine_assets.settings import REPO_ROOT
 
 runner = CliRunner()
@@ -61,3 +62,29 @@ def test_validate_prints_every_problem_and_exits_non_zero(tmp_path):
     assert "Traceback" not in completed.stderr
     assert "QA-CFG-001" in completed.stderr and "QA-CFG-002" in completed.stderr
     assert "unparseable.yaml" in completed.stderr and "broken.yaml" in completed.stderr
+
+
+def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
+    wide = {"COLUMNS": "250"}
+    assert runner.invoke(app, ["demo", "--warehouse", str(tmp_path)], env=wide).exit_code == 0
+    listed = runner.invoke(
+        app,
+        ["list", "--warehouse", str(tmp_path), "--source", "demo.bronze.orders", "--rule", "valid_order_id"],
+        env=wide,
+    )
+    assert listed.exit_code == 0
+    key = re.search(r"│ ([0-9a-f]{32}) │", listed.output).group(1)
+
+    fixed = runner.invoke(
+        app,
+        ["fix", key, "--warehouse", str(tmp_path), "--source", "demo.bronze.orders", "--set", "order_id=77"],
+        env=wide,
+    )
+    assert fixed.exit_code == 0 and "1 row(s) of demo.bronze.orders marked fixed" in fixed.output
+    stats = runner.invoke(app, ["stats", "--warehouse", str(tmp_path)], env=wide)
+    assert stats.exit_code == 0 and "fixed" in stats.output and "oldest quarantined row" in stats.output
+
+    refused = runner.invoke(
+        app, ["discard", key, "--warehouse", str(tmp_path), "--source", "demo.bronze.customers", "--reason", "x"]
+    )
+    assert isinstance(refused.exception, OperatorError) and refused.exception.code == "QA-OPS-002"

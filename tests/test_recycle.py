@@ -205,3 +205,20 @@ def test_odd_column_names_survive_the_round_trip_through_the_dlq(spark, warehous
 
     validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
     assert sorted(tuple(row) for row in validated.collect()) == [(1, 2.5, "x"), (2, 3.0, "y")]
+
+
+def test_operator_job_fixes_rows_from_the_ui(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    command = {
+        "source_table": loop.action.quarantine.source_table,
+        "keys": [loop.key_of(1)],
+        "set_fields": '{"order_id": 5}',
+        "by": "ui-user",
+    }
+    job = loop.defs.resolve_job_def("dlq_operator")
+    assert job.execute_in_process(run_config={"ops": {"apply_dlq_command": {"config": command}}}).success
+
+    row = loop.inbox_row(1)
+    assert (row["_dlq_status"], row["_dlq_updated_by"]) == ("fixed", "ui-user")
+    loop.run_recycle()
+    assert loop.validated() == [(1, 5, 1.0, "EUR")]
