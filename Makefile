@@ -1,21 +1,20 @@
 VENV := .venv
 STAMP := $(VENV)/.installed
-
-export DAGSTER_HOME := $(CURDIR)/.dagster_home
+# Runs started by the demo show up later in `make dev`.
+DAGSTER_HOME_DIR := $(CURDIR)/.dagster_home
 
 .PHONY: demo test dev
 
 # Runs the demo end to end without the UI: tables, input files, one Dagster run, counts.
 demo: $(STAMP)
-	mkdir -p $(DAGSTER_HOME)
-	$(VENV)/bin/quarantine-assets demo
+	DAGSTER_HOME=$(DAGSTER_HOME_DIR) $(VENV)/bin/quarantine-assets demo
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
 dev: $(STAMP)
-	mkdir -p $(DAGSTER_HOME)
-	QUARANTINE_SENSORS=running $(VENV)/bin/dagster dev -w workspace.yaml
+	mkdir -p $(DAGSTER_HOME_DIR)
+	DAGSTER_HOME=$(DAGSTER_HOME_DIR) QUARANTINE_SENSORS=running $(VENV)/bin/dagster dev -w workspace.yaml
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh

@@ -24,8 +24,12 @@ QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _instance() -> DagsterInstance:
-    # With DAGSTER_HOME set, the run shows up later in `dagster dev`.
-    return DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    """With DAGSTER_HOME set, the run is kept and shows up later in `dagster dev`."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return DagsterInstance.ephemeral()
+    Path(home).mkdir(parents=True, exist_ok=True)
+    return DagsterInstance.get()
 
 
 def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:

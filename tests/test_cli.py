@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,7 +21,11 @@ runner = CliRunner()
 def test_dagster_loads_the_definitions_from_the_workspace():
     dagster = Path(sys.executable).parent / "dagster"
     completed = subprocess.run(
-        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO_ROOT, capture_output=True, text=True
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO_ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"},  # a temporary instance
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     assert "All code locations passed validation" in completed.stderr + completed.stdout
