@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from dagster import build_sensor_context
+from deltalake import DeltaTable
 from rich.console import Console
 from rich.table import Table
 
@@ -46,7 +47,7 @@ def action() -> DataQualityAction:
     )
 
 
-def build_inbox(spark, warehouse: Warehouse, commits: int) -> Path:
+def build_inbox(spark, warehouse: Warehouse, commits: int) -> None:
     create_dlq_tables(spark, warehouse, DLQ)
     path = warehouse.path(DLQ)
     for n in range(commits):
@@ -59,7 +60,6 @@ def build_inbox(spark, warehouse: Warehouse, commits: int) -> Path:
                 f"INSERT INTO delta.`{path}` (_dlq_sk, _dlq_source_table, _dlq_status, _dlq_timestamp, _row_data, _dlq_attempt) "
                 f"VALUES ('k{n}', '{SOURCE}', 'quarantined', current_timestamp(), parse_json('{{\"order_id\": null}}'), 1)"
             )
-    return path
 
 
 def timed(function, repeats: int) -> tuple[float, object]:
@@ -75,21 +75,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warehouse", type=Path, help="reuse the inbox a previous run built under this warehouse")
     args = parser.parse_args()
     console = Console()
 
     from quarantine_assets.engine.session import build_spark_session
 
-    root = Path(tempfile.mkdtemp(prefix="sensor-bench-"))
+    root = args.warehouse or Path(tempfile.mkdtemp(prefix="sensor-bench-"))
     warehouse = Warehouse(root)
     jvm_started = time.perf_counter()
     spark = build_spark_session()
     jvm_seconds = time.perf_counter() - jvm_started
-    built = time.perf_counter()
-    path = build_inbox(spark, warehouse, args.commits)
-    console.print(f"built an inbox with {args.commits} commits in {time.perf_counter() - built:.0f}s at {path}")
-
-    latest = args.commits
+    if args.warehouse is None:
+        built = time.perf_counter()
+        build_inbox(spark, warehouse, args.commits)
+        console.print(f"built an inbox with {args.commits} commits in {time.perf_counter() - built:.0f}s at {root}")
+    path = warehouse.path(DLQ)
+    latest = DeltaTable(str(path)).version()
     recent_cursor = latest - 10
     sensor = recycle_sensor(action())
     resources = {"warehouse": WarehouseResource(root=str(root))}
@@ -122,7 +124,7 @@ def main() -> None:
         ("baseline: Spark change feed, recent cursor (JVM warm)", *timed(spark_question(recent_cursor), args.repeats)),
         ("baseline: Spark change feed, whole history (JVM warm)", *timed(spark_question(-1), args.repeats)),
     ]
-    table = Table(title=f"recycle sensor on an inbox with {args.commits} commits (median of {args.repeats})")
+    table = Table(title=f"recycle sensor on an inbox with {latest + 1} commits (median of {args.repeats})")
     table.add_column("what")
     table.add_column("seconds", justify="right")
     for name, seconds, _ in rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 
 import pytest
@@ -222,3 +223,18 @@ def test_operator_job_fixes_rows_from_the_ui(loop):
     assert (row["_dlq_status"], row["_dlq_updated_by"]) == ("fixed", "ui-user")
     loop.run_recycle()
     assert loop.validated() == [(1, 5, 1.0, "EUR")]
+
+
+def test_replayed_outbox_after_a_checkpoint_reset_lands_no_row_twice(loop):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    loop.run_recycle()
+    shutil.rmtree(loop.warehouse.checkpoint(loop.action.key, "recycled"))
+
+    replay = loop.run_recycle()
+
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+    check = {e.check_name: e for e in replay.get_asset_check_evaluations()}["recycled_lands_once"]
+    assert check.passed
+    assert check.metadata["rows_already_landed"].value == 1 and check.metadata["rows_recycled"].value == 0
+    assert loop.inbox_row(1)["_dlq_resolved_at"] is not None

@@ -18,6 +18,8 @@ from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asse
 from quarantine_assets.defs.data_checks import (
     outbox_check_result,
     outbox_check_spec,
+    recycled_check_result,
+    recycled_check_spec,
     split_check_results,
     split_check_specs,
 )
@@ -144,6 +146,7 @@ def recycled_asset(action: DataQualityAction):
             "appended to the validated table once, failing rows go back to the inbox with attempt + 1."
         ),
         metadata={"dagster/table_name": action.target_table, "max_attempts": action.quarantine.max_attempts},
+        check_specs=[recycled_check_spec(action)],
         **_common(action),
     )
     def recycled(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
@@ -154,7 +157,9 @@ def recycled_asset(action: DataQualityAction):
                 "rows_recycled": report.rows_recycled,
                 "rows_requarantined": report.rows_requarantined,
                 "rows_exhausted": report.rows_exhausted,
-            }
+                "rows_already_landed": report.rows_already_landed,
+            },
+            check_results=[recycled_check_result(action, report)],
         )
 
     return recycled

@@ -6,14 +6,16 @@ from typing import Optional
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
+from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds
+from quarantine_assets.engine.recycled import RecycleReport
 from quarantine_assets.engine.split import SplitReport
 
 ROWS_ACCOUNTED_FOR = "rows_accounted_for"
 REJECT_RATE = "reject_rate"
 OLDEST_QUARANTINED = "oldest_quarantined_age"
 OUTBOX_KEYS_UNIQUE = "outbox_keys_unique"
+RECYCLED_LANDS_ONCE = "recycled_lands_once"
 
 
 def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
@@ -97,4 +99,28 @@ def outbox_check_result(action: DataQualityAction, duplicate_keys: int) -> Asset
         check_name=OUTBOX_KEYS_UNIQUE,
         passed=duplicate_keys == 0,
         metadata={"duplicate_keys": duplicate_keys},
+    )
+
+
+def recycled_check_spec(action: DataQualityAction) -> AssetCheckSpec:
+    return AssetCheckSpec(
+        RECYCLED_LANDS_ONCE,
+        asset=asset_key(action, RECYCLED),
+        description=(
+            "Every re-validated row either landed in the validated table by this run, was already landed "
+            "(and was not appended again), or is back in the inbox: no key lands twice and none is lost."
+        ),
+    )
+
+
+def recycled_check_result(action: DataQualityAction, report: RecycleReport) -> AssetCheckResult:
+    return AssetCheckResult(
+        asset_key=asset_key(action, RECYCLED),
+        check_name=RECYCLED_LANDS_ONCE,
+        passed=report.rows_unaccounted == 0,
+        metadata={
+            "rows_recycled": report.rows_recycled,
+            "rows_already_landed": report.rows_already_landed,
+            "rows_unaccounted": report.rows_unaccounted,
+        },
     )

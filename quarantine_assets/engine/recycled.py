@@ -23,6 +23,10 @@ from quarantine_assets.errors import MissingTableError
 
 RECYCLED_STREAM = "recycled"
 PAYLOAD_TYPE_RULE = "payload_type"
+# Outcomes of a recycled row, besides going back to quarantined or exhausted.
+LANDS = "lands"
+ALREADY_LANDED = "already_landed"
+UNACCOUNTED = "unaccounted"
 
 
 @dataclass
@@ -31,6 +35,8 @@ class RecycleReport:
     rows_recycled: int = 0  # re-validated and appended to the validated table
     rows_requarantined: int = 0  # failed again: back in the inbox
     rows_exhausted: int = 0  # failed again at the attempt cap: closed
+    rows_already_landed: int = 0  # passed, but an earlier landing already appended them: not appended again
+    rows_unaccounted: int = 0  # neither landed nor back in the inbox: should never happen
 
 
 def variant_path(field: str) -> str:
@@ -101,65 +107,101 @@ def recycle_batch(
         payload_type_failures(schema).alias("_type_failures"),
         *typed_columns(schema),
     )
-    # Cached so that counting, the append and the inbox MERGE read the outbox batch once.
+    # Cached so that the MERGE, the landing join and the append read the outbox batch once.
     judged = typed.withColumn(FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules))).persist()
+    landing = f"{RECYCLED_STREAM}:{stream_id}:{batch_id}"
     try:
-        failing = F.size(FAILED_RULES) > 0
-        counts = judged.agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(failing.cast("long")).alias("failed"),
-            F.sum((failing & (F.col("_dlq_attempt") + 1 > action.quarantine.max_attempts)).cast("long")).alias(
-                "exhausted"
-            ),
-        ).first()
+        inbox_path = warehouse.path(action.quarantine.dlq_table)
+        _settle_in_inbox(spark, inbox_path, judged, action, run_id, landing)
+        outcomes = _landing_outcomes(spark, inbox_path, judged, action, landing).persist()
+        counts = outcomes.groupBy("_outcome").count().collect()
         append_once(
-            judged.where(~failing).select(*[quote(f.name) for f in schema]),
+            outcomes.where(F.col("_outcome") == LANDS).select(*[quote(f.name) for f in schema]),
             warehouse.path(action.target_table),
             recycled_writer_id(action, stream_id),
             batch_id,
         )
-        if counts["failed"]:
-            _back_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), judged.where(failing), action, run_id)
+        outcomes.unpersist()
     finally:
         judged.unpersist()
-    failed, exhausted = counts["failed"] or 0, counts["exhausted"] or 0
+    count = {row["_outcome"]: row["count"] for row in counts}
     return RecycleReport(
         batches=1,
-        rows_recycled=counts["rows"] - failed,
-        rows_requarantined=failed - exhausted,
-        rows_exhausted=exhausted,
+        rows_recycled=count.get(LANDS, 0),
+        rows_requarantined=count.get(QUARANTINED, 0),
+        rows_exhausted=count.get(EXHAUSTED, 0),
+        rows_already_landed=count.get(ALREADY_LANDED, 0),
+        rows_unaccounted=count.get(UNACCOUNTED, 0),
     )
 
 
-def _back_to_inbox(
-    spark: SparkSession, inbox_path: Path, failed: DataFrame, action: DataQualityAction, run_id: str
+def _settle_in_inbox(
+    spark: SparkSession, inbox_path: Path, judged: DataFrame, action: DataQualityAction, run_id: str, landing: str
 ) -> None:
-    """Only a row still `recycled` at this attempt is touched, so a replayed batch changes nothing."""
+    """One MERGE records each row's fate on its inbox row, which stays `recycled` until then.
+
+    A passing row is stamped `_dlq_resolved_at` and the landing (stream and batch) once; a failing
+    row goes back to quarantined with attempt + 1. A replayed batch matches nothing new.
+    """
     max_attempts = action.quarantine.max_attempts
     next_attempt = F.col("dlq._dlq_attempt") + 1
     at_cap = next_attempt > max_attempts
+    unsettled = f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL"
+    touched = {"_dlq_run_id": F.lit(run_id), "_dlq_updated_at": F.current_timestamp()}
     inbox = DeltaTable.forPath(spark, str(inbox_path))
     retry_on_conflict(
         lambda: (
             inbox.alias("dlq")
-            .merge(failed.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table))
+            .merge(judged.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table))
             .whenMatchedUpdate(
-                condition=f"dlq._dlq_status = '{RECYCLED}'",
-                set={
+                condition=f"{unsettled} AND size(new.{FAILED_RULES}) = 0",
+                set=touched | {"_dlq_resolved_at": F.current_timestamp(), "_dlq_updated_by": F.lit(landing)},
+            )
+            .whenMatchedUpdate(
+                condition=unsettled,
+                set=touched
+                | {
                     "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
                     "_dlq_attempt": next_attempt,
                     "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
                     "_dlq_reason": F.when(
                         at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")
                     ),
-                    "_dlq_run_id": F.lit(run_id),
-                    "_dlq_updated_at": F.current_timestamp(),
                     "_dlq_updated_by": F.lit(RECYCLED_STREAM),
                 },
             )
             .execute()
         )
     )
+
+
+def _landing_outcomes(
+    spark: SparkSession, inbox_path: Path, judged: DataFrame, action: DataQualityAction, landing: str
+) -> DataFrame:
+    """Each row's outcome, read back from the inbox: only rows this landing stamped are appended,
+    so a row landed by an earlier stream (a reset checkpoint) is never appended twice."""
+    settled = (
+        spark.read.format("delta")
+        .load(str(inbox_path))
+        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
+        .select(
+            "_dlq_sk",
+            F.col("_dlq_attempt").alias("_settled_attempt"),
+            "_dlq_status",
+            "_dlq_resolved_at",
+            "_dlq_updated_by",
+        )
+    )
+    rows = judged.join(settled, "_dlq_sk", "left")
+    passed = F.size(FAILED_RULES) == 0
+    same_attempt_row = F.col("_settled_attempt") == F.col("_dlq_attempt")
+    outcome = (
+        F.when(passed & same_attempt_row & (F.col("_dlq_updated_by") == landing), F.lit(LANDS))
+        .when(passed & same_attempt_row & F.col("_dlq_resolved_at").isNotNull(), F.lit(ALREADY_LANDED))
+        .when(~passed & (F.col("_settled_attempt") == F.col("_dlq_attempt") + 1), F.col("_dlq_status"))
+        .otherwise(F.lit(UNACCOUNTED))
+    )
+    return rows.withColumn("_outcome", outcome)
 
 
 def run_recycled(

@@ -30,6 +30,7 @@ INBOX_CONTEXT_COLUMNS = {
     "_dlq_source_file": "STRING",  # the file the row came from (file sources)
     "_dlq_attempt": "INT",  # 1 on first quarantine, +1 each failed recycle
     "_dlq_reason": "STRING",  # why a row was discarded or gave up
+    "_dlq_resolved_at": "TIMESTAMP",  # when the recycled row landed in the validated table
     "_dlq_updated_at": "TIMESTAMP",
     "_dlq_updated_by": "STRING",
 }
