@@ -18,10 +18,9 @@ from rich.table import Table
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs import build_definitions
 from quarantine_assets.defs.definitions import TABLE_CHECKS_JOB
+from quarantine_assets.demo_run import QUIET_RUN
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.settings import default_warehouse
-
-QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def main() -> None:

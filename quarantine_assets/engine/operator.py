@@ -69,11 +69,10 @@ def counts_by_rule_and_status(rows: DataFrame) -> DataFrame:
 
 
 def oldest_quarantined_age(rows: DataFrame) -> timedelta | None:
-    oldest = rows.where(F.col("_dlq_status") == QUARANTINED).agg(F.min("_dlq_timestamp")).first()[0]
-    if oldest is None:
-        return None
-    now = rows.sparkSession.sql("SELECT current_timestamp()").first()[0]
-    return now - oldest
+    oldest, now = (
+        rows.where(F.col("_dlq_status") == QUARANTINED).agg(F.min("_dlq_timestamp"), F.current_timestamp()).first()
+    )
+    return None if oldest is None else now - oldest
 
 
 def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str]) -> dict:
@@ -164,7 +163,7 @@ def _update_open_rows(
     """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
     inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
-    retry_on_conflict(
+    metrics = retry_on_conflict(
         lambda: (
             inbox.alias("dlq")
             .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
@@ -173,9 +172,11 @@ def _update_open_rows(
                 set=values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)},
             )
             .execute()
+            .first()
         )
     )
-    return updates.count()
+    # Rows the MERGE really changed: a row closed by a racing writer since the checks is not counted.
+    return metrics["num_updated_rows"]
 
 
 def action_for_source(actions: list[DataQualityAction], source_table: str) -> DataQualityAction:
