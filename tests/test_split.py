@@ -9,7 +9,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from builders import ORDERS_SCHEMA, orders_action
-from quarantine_assets.engine.split import run_split, split_batch
+from quarantine_assets.engine.commits import append_once
+from quarantine_assets.engine.split import run_split, split_batch, split_writer_id
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
 
@@ -121,11 +122,33 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     batch = spark.createDataFrame(random_orders(random.Random(2), 0, 40), ORDERS_SCHEMA)
     first = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
-    split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="replay")
+    replay = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="replay")
 
     assert len(validated_rows(spark, warehouse, action)) == first.rows_validated
     assert inbox_slice(spark, warehouse, action).count() == first.rows_quarantined
     assert first.rows_quarantined > 0
+    # The replay reports what the first commits wrote, so its rows are still accounted for.
+    assert (replay.rows_read, replay.rows_validated, replay.rows_held_in_inbox) == (
+        40,
+        first.rows_validated,
+        first.rows_quarantined,
+    )
+
+
+def test_crash_between_the_validated_and_the_inbox_append_loses_no_row(spark, warehouse):
+    """Only the validated append of the batch committed; the replay must still quarantine its bad rows."""
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = random_orders(random.Random(3), 0, 40)
+    good = [row for row in rows if passes(row)]
+    writer = split_writer_id(action, "stream-1")
+    append_once(spark.createDataFrame(good, ORDERS_SCHEMA), warehouse.path(action.target_table), writer, 0)
+
+    report = split_batch(spark, spark.createDataFrame(rows, ORDERS_SCHEMA), 0, "stream-1", action, warehouse, "replay")
+
+    assert Counter(validated_rows(spark, warehouse, action)) == Counter(good)
+    assert Counter(inbox_payloads(spark, warehouse, action)) == Counter(row for row in rows if not passes(row))
+    assert (report.rows_read, report.rows_validated, report.rows_held_in_inbox) == (40, len(good), 40 - len(good))
 
 
 def test_identical_bad_rows_in_two_batches_and_one_batch_are_all_kept(spark, warehouse):

@@ -1,15 +1,15 @@
-"""Quarantined rows as DLQ inbox records, and the scoped, idempotent MERGE that stores them."""
+"""Quarantined rows as DLQ inbox records, and the idempotent append that stores them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.commits import append_once
+from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.rules import FAILED_RULES, RESCUED_DATA
 from quarantine_assets.engine.source import SOURCE_FILE
 from quarantine_assets.engine.statuses import QUARANTINED
@@ -28,6 +28,7 @@ class Provenance:
     action: str
     run_id: str
     config_version: str
+    stream_id: str  # the checkpoint's query id
     batch_id: int
 
 
@@ -45,42 +46,29 @@ def row_payload(columns: list[str]) -> Column:
 
 
 def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
-    """The key hashes source, batch, content and the occurrence of that content in the batch.
+    """Each quarantined row as an inbox record.
 
-    So identical bad rows in different batches or positions are all kept, and replaying the
-    same batch after a crash yields the same keys, which the MERGE then skips.
+    The key hashes the source, the stream, the batch and the row's position in the batch, so
+    identical bad rows are all kept, and computing it needs neither the content nor a shuffle.
+    A replayed batch needs no stable key: its append is skipped as a whole (see `append_once`).
     """
     rescued = F.col(RESCUED_DATA) if RESCUED_DATA in quarantined.columns else F.lit(None).cast("string")
     source_file = F.col(SOURCE_FILE) if SOURCE_FILE in quarantined.columns else F.lit(None).cast("string")
-    columns = payload_columns(quarantined)
-    content = F.concat_ws(
+    position = F.concat_ws(
         "\u0001",
-        F.to_json(F.struct(*[quote(c) for c in columns])),
-        F.coalesce(rescued, F.lit("")),
+        F.lit(provenance.source_table),
+        F.lit(provenance.stream_id),
+        F.lit(str(provenance.batch_id)),
+        F.monotonically_increasing_id().cast("string"),
     )
-    occurrence = F.row_number().over(Window.partitionBy("_content").orderBy("_content"))
-    key = F.substring(
-        F.sha2(
-            F.concat_ws(
-                "\u0001",
-                F.lit(provenance.source_table),
-                F.lit(str(provenance.batch_id)),
-                F.col("_content"),
-                occurrence.cast("string"),
-            ),
-            256,
-        ),
-        1,
-        KEY_HEX_CHARS,
-    )
-    return quarantined.withColumn("_content", content).select(
-        key.alias("_dlq_sk"),
+    return quarantined.select(
+        F.substring(F.sha2(position, 256), 1, KEY_HEX_CHARS).alias("_dlq_sk"),
         F.lit(provenance.source_table).alias("_dlq_source_table"),
         F.lit(QUARANTINED).alias("_dlq_status"),
         F.current_timestamp().alias("_dlq_timestamp"),
         F.col(FAILED_RULES).alias("_dlq_failed_rules"),
         rescued.alias("_dlq_rescued_data"),
-        row_payload(columns).alias("_row_data"),
+        row_payload(payload_columns(quarantined)).alias("_row_data"),
         F.lit(provenance.action).alias("_dlq_action"),
         F.lit(provenance.run_id).alias("_dlq_run_id"),
         F.lit(provenance.config_version).alias("_dlq_config_version"),
@@ -97,41 +85,13 @@ def scoped_key_condition(target: str, source: str, source_table: str) -> str:
     return f"{target}._dlq_source_table = '{source_table}' AND {target}._dlq_sk = {source}._dlq_sk"
 
 
-def merge_into_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, source_table: str) -> int:
-    """Insert-only on the scoped key: replays add nothing and never overwrite an operator's edit.
+def append_to_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, writer_id: str, batch_id: int) -> int:
+    """A blind, idempotent append: it reads nothing of the inbox, so it costs the same whatever the
+    inbox holds and never conflicts with other sources' appends.
 
-    Returns how many records the inbox holds after the MERGE, each matched on key and payload,
-    so a caller can prove that no quarantined row was lost.
+    Context columns are written only where the user's table has them. Returns the rows the commit
+    that holds this batch wrote, by Delta's own count, so a caller can prove no row was lost.
     """
-    inbox = DeltaTable.forPath(spark, str(inbox_path))
-    # Context columns are written only where the user's table has them.
-    columns = [c for c in records.columns if c in set(inbox.toDF().columns)]
-    records = records.persist()
-    try:
-        metrics = retry_on_conflict(
-            lambda: (
-                inbox.alias("dlq")
-                .merge(records.alias("new"), scoped_key_condition("dlq", "new", source_table))
-                .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in columns})
-                .execute()
-                .first()
-            )
-        )
-        inserted, expected = metrics["num_inserted_rows"], records.count()
-        if inserted == expected:
-            return inserted
-        # Fewer inserts: a replayed batch, or a key that already names another row. Look.
-        return _records_held(inbox.toDF(), records, source_table)
-    finally:
-        records.unpersist()
-
-
-def _records_held(inbox: DataFrame, records: DataFrame, source_table: str) -> int:
-    held = inbox.where(F.col("_dlq_source_table") == source_table).select(
-        "_dlq_sk", F.to_json("_row_data").alias("_payload")
-    )
-    return (
-        records.select("_dlq_sk", F.to_json("_row_data").alias("_payload"))
-        .join(held, ["_dlq_sk", "_payload"], "left_semi")
-        .count()
-    )
+    columns = set(spark.read.format("delta").load(str(inbox_path)).columns)
+    append_once(records.select(*[c for c in records.columns if c in columns]), inbox_path, writer_id, batch_id)
+    return committed_rows(inbox_path, writer_id, batch_id) or 0

@@ -1,10 +1,11 @@
-"""Rule evaluation: every rule once per row; a rule passes only when it is TRUE."""
+"""Rule evaluation: a rule passes only when it is TRUE; NULL is a failure like FALSE."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -23,12 +24,20 @@ def applicable_rules(rules: Sequence[Rule], columns: Sequence[str]) -> list[Rule
     return [rule for rule in rules if not _RESCUED_DATA_REFERENCE.search(rule.expression)]
 
 
+def passes(rule: Rule) -> Column:
+    """TRUE or FALSE, never NULL: a rule whose result is NULL has failed."""
+    return F.coalesce(F.expr(rule.expression), F.lit(False))
+
+
+def passes_all(rules: Sequence[Rule]) -> Column:
+    """A plain boolean per row, cheap enough for the full scan; rows with no rules pass."""
+    return reduce(lambda both, rule: both & passes(rule), rules, F.lit(True))
+
+
 def failed_rules_column(rules: Sequence[Rule]) -> Column:
-    """An array of the `{name, rule}` structs a row fails; NULL results count as failures."""
+    """An array of the `{name, rule}` structs a row fails; built only for rows that failed one."""
     outcomes = [
-        F.when(F.coalesce(F.expr(rule.expression), F.lit(False)), F.lit(None)).otherwise(
-            F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule"))
-        )
+        F.when(~passes(rule), F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule")))
         for rule in rules
     ]
     return F.filter(F.array(*outcomes), lambda outcome: outcome.isNotNull())
@@ -36,11 +45,6 @@ def failed_rules_column(rules: Sequence[Rule]) -> Column:
 
 def with_failed_rules(rows: DataFrame, rules: Sequence[Rule]) -> DataFrame:
     return rows.withColumn(FAILED_RULES, failed_rules_column(applicable_rules(rules, rows.columns)))
-
-
-def fails_any(rule_names: Sequence[str]) -> Column:
-    names = F.array(*[F.lit(name) for name in rule_names]) if rule_names else F.array().cast("array<string>")
-    return F.exists(F.col(FAILED_RULES), lambda failure: F.array_contains(names, failure["name"]))
 
 
 @dataclass(frozen=True)
@@ -51,22 +55,31 @@ class BatchCounts:
     failures_per_rule: dict[str, int]
 
 
-def batch_counts(evaluated: DataFrame, rules: Sequence[Rule]) -> BatchCounts:
-    """Everything the materialization reports about a batch, in one Spark action."""
-    per_rule = [F.sum(fails_any([rule.name]).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
-    row = evaluated.agg(
+def count_columns(rules: Sequence[Rule]) -> list[Column]:
+    """Everything the materialization reports about a batch, as aggregates over its evaluated rows."""
+    per_rule = [F.sum((~passes(rule)).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
+    return [
         F.count(F.lit(1)).alias("rows"),
-        F.sum((~fails_any(names_with_action(rules, "drop"))).cast("long")).alias("kept"),
-        F.sum(fails_any(names_with_action(rules, "fail")).cast("long")).alias("fail_rule_violations"),
+        F.sum(passes_all(with_action(rules, "drop")).cast("long")).alias("kept"),
+        F.sum((~passes_all(with_action(rules, "fail"))).cast("long")).alias("fail_rule_violations"),
         *per_rule,
-    ).first()
+    ]
+
+
+def counts_from(aggregates: dict, rules: Sequence[Rule]) -> BatchCounts:
+    """The values of `count_columns`, by name; sums over no rows are NULL."""
     return BatchCounts(
-        rows=int(row["rows"]),
-        kept=int(row["kept"] or 0),
-        fail_rule_violations=int(row["fail_rule_violations"] or 0),
-        failures_per_rule={rule.name: int(row[f"rule_{index}"] or 0) for index, rule in enumerate(rules)},
+        rows=int(aggregates["rows"]),
+        kept=int(aggregates["kept"] or 0),
+        fail_rule_violations=int(aggregates["fail_rule_violations"] or 0),
+        failures_per_rule={rule.name: int(aggregates[f"rule_{index}"] or 0) for index, rule in enumerate(rules)},
     )
 
 
-def names_with_action(rules: Sequence[Rule], action: str) -> list[str]:
-    return [rule.name for rule in rules if rule.action == action]
+def batch_counts(evaluated: DataFrame, rules: Sequence[Rule]) -> BatchCounts:
+    """The counts in a Spark action of their own, for when no write can carry them."""
+    return counts_from(evaluated.agg(*count_columns(rules)).first().asDict(), rules)
+
+
+def with_action(rules: Sequence[Rule], action: str) -> list[Rule]:
+    return [rule for rule in rules if rule.action == action]

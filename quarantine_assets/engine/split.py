@@ -5,20 +5,24 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_once
-from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records, merge_into_inbox
+from quarantine_assets.engine.delta_log import committed_rows
+from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, append_to_inbox, inbox_records
 from quarantine_assets.engine.rules import (
+    BatchCounts,
     applicable_rules,
     batch_counts,
-    fails_any,
-    names_with_action,
+    count_columns,
+    counts_from,
+    passes_all,
+    with_action,
     with_failed_rules,
 )
 from quarantine_assets.engine.source import read_source_stream
-from quarantine_assets.engine.streams import add_counts, run_available_now
+from quarantine_assets.engine.streams import add_counts, observed_metrics, run_available_now
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import DataQualityFailure
@@ -35,7 +39,7 @@ class SplitReport:
     rows_validated: int = 0
     rows_quarantined: int = 0  # mode quarantine: kept in the inbox
     rows_dropped: int = 0  # mode dqe: gone, as the reference does
-    rows_held_in_inbox: int = 0  # quarantined rows found in the inbox after the write, by key and payload
+    rows_held_in_inbox: int = 0  # rows the inbox commit of each batch wrote, by Delta's count
     failures_per_rule: Counter = field(default_factory=Counter)
 
 
@@ -52,50 +56,61 @@ def split_batch(
     warehouse: Warehouse,
     run_id: str,
 ) -> SplitReport:
+    """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
+
+    The full scan evaluates each rule as a plain boolean; the counts ride on the validated append
+    (an observation, not an action of its own), and what each table received is Delta's count of
+    the rows its commit wrote. Nothing is cached: the rejected rows are a second, filtered read of
+    the batch, and only they carry the array of failed rules. A batch without rejected rows leaves
+    the inbox untouched.
+    """
     rules = applicable_rules(action.rules, batch.columns)
-    # Cached so that counting and both writes read the source once.
-    evaluated = with_failed_rules(batch, rules).persist()
-    try:
-        counts = batch_counts(evaluated, rules)
-        if counts.fail_rule_violations:
-            failed = [name for name in names_with_action(rules, "fail") if counts.failures_per_rule[name]]
-            raise DataQualityFailure(
-                "QA-DQ-001",
-                f"{counts.fail_rule_violations} row(s) violate fail rule(s) {failed} in batch {batch_id}; "
-                "nothing from this batch was written",
-                file=action.config_file,
-                field=action.name,
-            )
-        held = 0
-        rejected = fails_any(names_with_action(rules, "drop"))
-        validated = evaluated.where(~rejected).drop(*BOOKKEEPING_COLUMNS)
-        append_once(validated, warehouse.path(action.target_table), split_writer_id(action, stream_id), batch_id)
-        if action.quarantine is not None:
-            provenance = Provenance(
-                source_table=action.quarantine.source_table,
-                action=action.owner,
-                run_id=run_id,
-                config_version=action.config_version,
-                batch_id=batch_id,
-            )
-            held = merge_into_inbox(
-                spark,
-                warehouse.path(action.quarantine.dlq_table),
-                inbox_records(evaluated.where(rejected), provenance),
-                action.quarantine.source_table,
-            )
-    finally:
-        evaluated.unpersist()
+    if with_action(rules, "fail"):
+        _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
+    kept = passes_all(with_action(rules, "drop"))
+    writer_id = split_writer_id(action, stream_id)
+    target = warehouse.path(action.target_table)
+    observation = Observation(f"split_{action.key}_{batch_id}")
+    validated = batch.observe(observation, *count_columns(rules)).where(kept).drop(*BOOKKEEPING_COLUMNS)
+    append_once(validated, target, writer_id, batch_id)
+    metrics = observed_metrics(observation)
+    # None: Delta skipped the append of a batch it had committed before a crash; count it again.
+    counts = counts_from(metrics, rules) if metrics is not None else batch_counts(batch, rules)
     rejected_count = counts.rows - counts.kept
+    held = 0
+    if action.quarantine is not None and rejected_count:
+        provenance = Provenance(
+            source_table=action.quarantine.source_table,
+            action=action.owner,
+            run_id=run_id,
+            config_version=action.config_version,
+            stream_id=stream_id,
+            batch_id=batch_id,
+        )
+        records = inbox_records(with_failed_rules(batch.where(~kept), rules), provenance)
+        held = append_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), records, writer_id, batch_id)
     return SplitReport(
         batches=1,
         rows_read=counts.rows,
-        rows_validated=counts.kept,
+        rows_validated=committed_rows(target, writer_id, batch_id) or 0,
         rows_quarantined=rejected_count if action.quarantine is not None else 0,
         rows_dropped=0 if action.quarantine is not None else rejected_count,
         rows_held_in_inbox=held,
         failures_per_rule=Counter(counts.failures_per_rule),
     )
+
+
+def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQualityAction, batch_id: int) -> None:
+    """dqe mode: a violated `fail` rule stops the batch before anything of it is written."""
+    if counts.fail_rule_violations:
+        failed = [rule.name for rule in with_action(rules, "fail") if counts.failures_per_rule[rule.name]]
+        raise DataQualityFailure(
+            "QA-DQ-001",
+            f"{counts.fail_rule_violations} row(s) violate fail rule(s) {failed} in batch {batch_id}; "
+            "nothing from this batch was written",
+            file=action.config_file,
+            field=action.name,
+        )
 
 
 def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> SplitReport:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 
 
 def run_available_now(
@@ -46,6 +46,17 @@ def run_available_now(
 
 def _stream_id(spark: SparkSession, query_name: str) -> str:
     return next(query.id for query in spark.streams.active if query.name == query_name)
+
+
+def observed_metrics(observation: Observation) -> dict | None:
+    """The observed aggregates, or None when the observed action never ran.
+
+    Delta skips an idempotent append it has already committed without running its query, and
+    `Observation.get` would then wait forever; its future says whether anything arrived.
+    """
+    if not observation._jo.future().isCompleted():
+        return None
+    return observation.get
 
 
 def add_counts(total, part) -> None:

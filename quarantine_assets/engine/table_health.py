@@ -7,7 +7,6 @@ refuse to run); WARN means the DLQ works but less well (slower, conflicting or w
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,11 +14,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from quarantine_assets.config.models import OUTBOX_SUFFIX, DataQualityAction
+from quarantine_assets.engine.delta_log import (
+    CHANGE_DATA_FEED_PROPERTY,
+    change_feed_start,
+    clustering_columns,
+    is_true,
+)
 from quarantine_assets.engine.tables import (
     CLUSTERING_COLUMN,
     INBOX_CONTEXT_COLUMNS,
@@ -48,7 +52,6 @@ SINGLE_SOURCE_OWNER = "single_source_owner"
 CREATE_TABLES_COMMAND = "quarantine-assets create-tables"
 DDL_COMMAND = "quarantine-assets ddl"
 OWNER_COLUMN = "_dlq_action"
-CLUSTERING_DOMAIN = "delta.clustering"
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,6 @@ class _PropertyRequirement:
     why: str
 
 
-CHANGE_DATA_FEED_PROPERTY = "delta.enableChangeDataFeed"
 _PROPERTY_REQUIREMENTS = {
     CHANGE_DATA_FEED_PROPERTY: _PropertyRequirement(
         CHANGE_DATA_FEED,
@@ -195,7 +197,7 @@ def source_owners(inbox_path: Path, source_table: str) -> set[str]:
         return set()
     quoted = source_table.replace("'", "''")
     changes = delta_table.load_cdf(
-        starting_version=_change_feed_start(inbox_path, delta_table.version()),
+        starting_version=change_feed_start(inbox_path, delta_table.version()),
         columns=[CLUSTERING_COLUMN, OWNER_COLUMN],
         predicate=f"_change_type = 'insert' AND {CLUSTERING_COLUMN} = '{quoted}'",
     )
@@ -221,7 +223,7 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             f"{dlq_table} has no {OWNER_COLUMN} column, so rows do not say which action wrote them; "
             f"add it with: ALTER TABLE delta.`{state.path}` ADD COLUMNS ({OWNER_COLUMN} STRING)"
         )
-    if not _is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
+    if not is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
         return unverifiable(f"the change feed of {dlq_table} is off (see the {CHANGE_DATA_FEED} check)")
     try:
         owners = source_owners(state.path, source_table)
@@ -240,45 +242,6 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             seen,
         )
     return Finding(SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {dlq_table}", seen)
-
-
-def clustering_columns(path: Path, version: int) -> list[str]:
-    """Liquid clustering lives in the log's `delta.clustering` domain, not in the table properties.
-
-    The newest commit that sets the domain wins; the newest checkpoint summarises every commit
-    before it, so the walk back stops there.
-    """
-    log = path / "_delta_log"
-    files = os.listdir(log)
-    checkpoint = max((v for v in map(_checkpoint_version, files) if v is not None and v <= version), default=-1)
-    for commit in range(version, checkpoint, -1):
-        domain = _clustering_domain(_json_actions(log / f"{commit:020d}.json", "domainMetadata"))
-        if domain is not None:
-            return _domain_columns(domain)
-    if checkpoint < 0:
-        return []
-    parts = [log / name for name in files if _checkpoint_version(name) == checkpoint]
-    domain = _clustering_domain(action for part in parts for action in _checkpoint_actions(part))
-    return [] if domain is None else _domain_columns(domain)
-
-
-def _change_feed_start(path: Path, version: int) -> int:
-    """The first version from which the change feed runs unbroken to `version`.
-
-    delta-rs refuses a range that includes a version without the feed, and the fix we advise for
-    a feed that is off (ALTER TABLE ... SET TBLPROPERTIES) leaves such versions behind. A version
-    lives under the newest metadata at or before it, so the feed starts at the metadata commit
-    that follows the newest one with the feed off (past `version` when the feed is off now).
-    """
-    log = path / "_delta_log"
-    commits = sorted(v for v in map(_commit_version, os.listdir(log)) if v is not None and v <= version)
-    newer_metadata = version + 1
-    for commit in reversed(commits):
-        for action in _json_actions(log / f"{commit:020d}.json", "metaData"):
-            if not _is_true(action["metaData"].get("configuration", {}).get(CHANGE_DATA_FEED_PROPERTY)):
-                return newer_metadata
-            newer_metadata = commit
-    return commits[0]
 
 
 def _read_table(warehouse: Warehouse, table: str) -> _TableState | None:
@@ -321,7 +284,7 @@ def _property_check(key: str) -> Callable[[_TableState, DlqRole], Finding]:
             "table_features": state.table_features,
             "feature_present": requirement.feature in state.table_features,
         }
-        if _is_true(value):
+        if is_true(value):
             return Finding(requirement.check, True, ERROR, f"{state.table}: {key} is true", seen)
         return Finding(
             requirement.check,
@@ -402,10 +365,6 @@ _CHECKS: dict[str, Callable[[_TableState, DlqRole], Finding]] = {
 }
 
 
-def _is_true(value: str | None) -> bool:
-    return (value or "").lower() == "true"
-
-
 def _seen(state: _TableState) -> dict:
     return {"table": state.table, "path": str(state.path), "version": state.version}
 
@@ -447,55 +406,3 @@ def _normalise(sql_type: str) -> str:
 def _render(column: tuple[str, bool]) -> str:
     sql_type, nullable = column
     return sql_type if nullable else sql_type + _NOT_NULL.lower()
-
-
-# --- the Delta log, read directly for what delta-rs does not expose ----------------------------
-
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-# Classic `<v>.checkpoint.parquet`, multi-part `<v>.checkpoint.<i>.<n>.parquet`, v2 `<v>.checkpoint.<uuid>.json`.
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+)*\.(?:parquet|json)$")
-
-
-def _checkpoint_version(name: str) -> int | None:
-    match = _CHECKPOINT_FILE.match(name)
-    return int(match[1]) if match else None
-
-
-def _commit_version(name: str) -> int | None:
-    match = _COMMIT_FILE.match(name)
-    return int(match[1]) if match else None
-
-
-def _json_actions(path: Path, kind: str):
-    with path.open(encoding="utf-8") as lines:
-        # Commits can hold thousands of file actions; parse only the lines of the wanted kind.
-        actions = (json.loads(line) for line in lines if f'"{kind}"' in line)
-        yield from (action for action in actions if kind in action)
-
-
-def _checkpoint_actions(path: Path):
-    if path.suffix == ".json":
-        yield from _json_actions(path, "domainMetadata")
-        return
-    parquet = pq.ParquetFile(path)
-    if "domainMetadata" not in parquet.schema_arrow.names:
-        return
-    for domain in parquet.read(columns=["domainMetadata"]).column("domainMetadata").to_pylist():
-        if domain is not None:
-            yield {"domainMetadata": domain}
-
-
-def _clustering_domain(actions) -> dict | None:
-    found = None
-    for action in actions:
-        domain = action.get("domainMetadata")
-        if domain and domain.get("domain") == CLUSTERING_DOMAIN:
-            found = domain
-    return found
-
-
-def _domain_columns(domain: dict) -> list[str]:
-    if domain.get("removed"):
-        return []
-    column_paths = json.loads(domain["configuration"]).get("clusteringColumns", [])
-    return [".".join(parts) for parts in column_paths]

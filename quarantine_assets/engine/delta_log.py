@@ -1,0 +1,127 @@
+"""The Delta log read directly, for what delta-rs does not expose: clustering, change-feed ranges, commit metrics.
+
+Plain files under `_delta_log/`: no JVM, and cheap enough for a sensor tick or a check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+CLUSTERING_DOMAIN = "delta.clustering"
+CHANGE_DATA_FEED_PROPERTY = "delta.enableChangeDataFeed"
+
+
+def is_true(value: str | None) -> bool:
+    """Delta table properties are strings; only a case-insensitive "true" turns a feature on."""
+    return (value or "").lower() == "true"
+
+
+def clustering_columns(path: Path, version: int) -> list[str]:
+    """Liquid clustering lives in the log's `delta.clustering` domain, not in the table properties.
+
+    The newest commit that sets the domain wins; the newest checkpoint summarises every commit
+    before it, so the walk back stops there.
+    """
+    log = path / "_delta_log"
+    files = os.listdir(log)
+    checkpoint = max((v for v in map(_checkpoint_version, files) if v is not None and v <= version), default=-1)
+    for commit in range(version, checkpoint, -1):
+        domain = _clustering_domain(_json_actions(log / f"{commit:020d}.json", "domainMetadata"))
+        if domain is not None:
+            return _domain_columns(domain)
+    if checkpoint < 0:
+        return []
+    parts = [log / name for name in files if _checkpoint_version(name) == checkpoint]
+    domain = _clustering_domain(action for part in parts for action in _checkpoint_actions(part))
+    return [] if domain is None else _domain_columns(domain)
+
+
+def change_feed_start(path: Path, version: int) -> int:
+    """The first version from which the change feed runs unbroken to `version`.
+
+    delta-rs refuses a range that includes a version without the feed, and the fix we advise for
+    a feed that is off (ALTER TABLE ... SET TBLPROPERTIES) leaves such versions behind. A version
+    lives under the newest metadata at or before it, so the feed starts at the metadata commit
+    that follows the newest one with the feed off (past `version` when the feed is off now).
+    """
+    log = path / "_delta_log"
+    commits = sorted(v for v in map(_commit_version, os.listdir(log)) if v is not None and v <= version)
+    newer_metadata = version + 1
+    for commit in reversed(commits):
+        for action in _json_actions(log / f"{commit:020d}.json", "metaData"):
+            if not is_true(action["metaData"].get("configuration", {}).get(CHANGE_DATA_FEED_PROPERTY)):
+                return newer_metadata
+            newer_metadata = commit
+    return commits[0]
+
+
+def committed_rows(path: Path, app_id: str, version: int) -> int | None:
+    """Rows written by the commit that recorded the transaction (`app_id`, `version`), from its metrics.
+
+    An idempotent append that Delta skipped as a replay finds the earlier commit that wrote the
+    batch. None when the log no longer holds that commit (cleaned up after its retention).
+    """
+    log = path / "_delta_log"
+    commits = sorted((v for v in map(_commit_version, os.listdir(log)) if v is not None), reverse=True)
+    for commit in commits:
+        actions = list(_json_actions(log / f"{commit:020d}.json", "txn", "commitInfo"))
+        if any(a.get("txn", {}).get("appId") == app_id and a["txn"]["version"] == version for a in actions):
+            info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+            return int(info["operationMetrics"]["numOutputRows"])
+    return None
+
+
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+# Classic `<v>.checkpoint.parquet`, multi-part `<v>.checkpoint.<i>.<n>.parquet`, v2 `<v>.checkpoint.<uuid>.json`.
+_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+)*\.(?:parquet|json)$")
+
+
+def _checkpoint_version(name: str) -> int | None:
+    match = _CHECKPOINT_FILE.match(name)
+    return int(match[1]) if match else None
+
+
+def _commit_version(name: str) -> int | None:
+    match = _COMMIT_FILE.match(name)
+    return int(match[1]) if match else None
+
+
+def _json_actions(path: Path, *kinds: str):
+    with path.open(encoding="utf-8") as lines:
+        # Commits can hold thousands of file actions; parse only the lines of the wanted kinds.
+        wanted = [f'"{kind}"' for kind in kinds]
+        actions = (json.loads(line) for line in lines if any(marker in line for marker in wanted))
+        yield from (action for action in actions if any(kind in action for kind in kinds))
+
+
+def _checkpoint_actions(path: Path):
+    if path.suffix == ".json":
+        yield from _json_actions(path, "domainMetadata")
+        return
+    parquet = pq.ParquetFile(path)
+    if "domainMetadata" not in parquet.schema_arrow.names:
+        return
+    for domain in parquet.read(columns=["domainMetadata"]).column("domainMetadata").to_pylist():
+        if domain is not None:
+            yield {"domainMetadata": domain}
+
+
+def _clustering_domain(actions) -> dict | None:
+    found = None
+    for action in actions:
+        domain = action.get("domainMetadata")
+        if domain and domain.get("domain") == CLUSTERING_DOMAIN:
+            found = domain
+    return found
+
+
+def _domain_columns(domain: dict) -> list[str]:
+    if domain.get("removed"):
+        return []
+    column_paths = json.loads(domain["configuration"]).get("clusteringColumns", [])
+    return [".".join(parts) for parts in column_paths]
