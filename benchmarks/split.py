@@ -1,12 +1,13 @@
-"""The split against its baselines, side by side in one process with one Spark configuration.
+"""The split and the recycle path against their baselines, side by side in one process, one Spark configuration.
 
-    .venv/bin/python benchmarks/split.py throughput --rows 10000 --rows 1000000 --bad 0.02 --bad 0.2
+    .venv/bin/python benchmarks/split.py throughput     # (a) vs the plain write, (b) vs the reference algorithm
+    .venv/bin/python benchmarks/split.py inbox-size     # (d) a fixed batch into an inbox of 0, 1M, 5M rows
+    .venv/bin/python benchmarks/split.py recycle        # (e) outbox + recycled vs appending the rows directly
+    .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
+    .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
+    .venv/bin/python benchmarks/split.py plot           # PNG plots of the newest results
 
-Baselines, both written here:
-- plain: the same `availableNow` stream and `foreachBatch`, filter, idempotent append to Delta
-  (what `mode: dqe` with drop rules does, without the DLQ);
-- reference: seed 000's algorithm: two reads of the source (clean filter, inverse filter) and an
-  insert-only MERGE into the inbox on an `xxhash64` key alone.
+The baselines are written in `baselines.py`, from seed 000 and from plain Spark, not taken from the engine.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from typing import Annotated
 
 import typer
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
-from harness import CLEAN, RULES, bench_action, fresh, generate_orders, measure_side_by_side, write_results
-from quarantine_assets.config.models import DataQualityAction
+from baselines import direct_append, plain_split, reference_split
+from harness import bench_action, fresh, generate_orders, measure_side_by_side, write_results
 from quarantine_assets.engine.session import build_spark_session
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
 
@@ -33,68 +35,6 @@ app = typer.Typer(no_args_is_help=True)
 @app.callback()
 def main() -> None:
     """Each sub-command measures one figure against its baseline."""
-
-
-def plain_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, checkpoint: Path) -> None:
-    target = str(warehouse.path(action.target_table))
-
-    def write(batch: DataFrame, batch_id: int) -> None:
-        batch.where(F.coalesce(F.expr(CLEAN), F.lit(False))).write.format("delta").mode("append").option(
-            "txnAppId", "plain"
-        ).option("txnVersion", batch_id).save(target)
-
-    _available_now(spark.readStream.format("delta").load(str(warehouse.path(action.source.table))), write, checkpoint)
-
-
-def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, checkpoint: Path) -> None:
-    """Seed 000: a clean stream and a quarantine stream, each reading the source."""
-    source = str(warehouse.path(action.source.table))
-    clean = F.coalesce(F.expr(CLEAN), F.lit(False))
-    target = str(warehouse.path(action.target_table))
-    source_table = action.quarantine.source_table
-
-    def write_clean(batch: DataFrame, batch_id: int) -> None:
-        batch.where(clean).write.format("delta").mode("append").option("txnAppId", "ref").option(
-            "txnVersion", batch_id
-        ).save(target)
-
-    failed = F.filter(
-        F.array(
-            *[
-                F.when(~F.coalesce(F.expr(r.expression), F.lit(False)), F.struct(F.lit(r.name).alias("name"), F.lit(r.expression).alias("rule")))
-                for r in RULES
-            ]
-        ),
-        lambda x: x.isNotNull(),
-    )
-    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
-
-    def merge_quarantined(batch: DataFrame, batch_id: int) -> None:
-        columns = batch.columns
-        records = batch.where(~clean).select(
-            F.xxhash64(F.lit(source_table), F.to_json(F.struct(*columns))).cast("string").alias("_dlq_sk"),
-            F.lit(source_table).alias("_dlq_source_table"),
-            F.lit("quarantined").alias("_dlq_status"),
-            F.current_timestamp().alias("_dlq_timestamp"),
-            failed.alias("_dlq_failed_rules"),
-            F.lit(None).cast("string").alias("_dlq_rescued_data"),
-            F.to_variant_object(F.struct(*columns)).alias("_row_data"),
-        )
-        (
-            inbox.alias("dlq")
-            .merge(records.alias("new"), f"dlq._dlq_source_table = '{source_table}' AND dlq._dlq_sk = new._dlq_sk")
-            .whenNotMatchedInsert(values={c: F.col(f"new.{c}") for c in records.columns})
-            .execute()
-        )
-
-    stream = spark.readStream.format("delta").load(source)
-    _available_now(stream, write_clean, checkpoint / "clean")
-    _available_now(stream, merge_quarantined, checkpoint / "quarantine")
-
-
-def _available_now(stream: DataFrame, on_batch, checkpoint: Path) -> None:
-    query = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
-    query.trigger(availableNow=True).start().awaitTermination()
 
 
 def _source(spark: SparkSession, warehouse: Warehouse, rows: int, bad: float) -> str:
@@ -155,6 +95,70 @@ def throughput(
                 f"{reference.spark_jobs[-1]}"
             )
     typer.echo(write_results("split-throughput", {"results": results}))
+
+
+@app.command()
+def recycle(
+    rows: Annotated[int, typer.Option(help="Fixed rows to recycle.")] = 10_000,
+    repeats: int = 3,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """(e) outbox + recycled of fixed rows against appending the same rows directly."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-recycle-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    _warm_up(spark, warehouse, rounds=1)
+    source = _source(spark, warehouse, rows, 1.0)
+    action = bench_action(f"recycle_{rows}", source)
+    fixed_rows = root / "_fixed_rows"
+    generate_orders(spark, rows, 0.0).write.format("delta").mode("overwrite").save(str(fixed_rows))
+    direct_target = root / "_direct_target"
+
+    def quarantine_and_fix() -> None:
+        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+        for stream in ("split", "outbox", "recycled"):
+            shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
+        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        run_split(spark, action, warehouse, "bench")
+        fix_every_row(spark, warehouse.path(action.quarantine.dlq_table))
+
+    def recycle_all() -> None:
+        run_outbox(spark, action, warehouse, "bench")
+        report = run_recycled(spark, action, warehouse, "bench")
+        assert report.rows_recycled == rows, report
+
+    measured = measure_side_by_side(
+        spark,
+        repeats,
+        {
+            "recycle": (quarantine_and_fix, recycle_all),
+            "direct_append": (
+                lambda: shutil.rmtree(direct_target, ignore_errors=True),
+                lambda: direct_append(spark, fixed_rows, direct_target, 0),
+            ),
+        },
+    )
+    ours, direct = measured["recycle"], measured["direct_append"]
+    ratio = round(ours.median / direct.median, 3)
+    typer.echo(
+        f"{rows} fixed rows: outbox + recycled {ours.median:.2f}s  direct append {direct.median:.2f}s  ratio {ratio:.2f}"
+        f"  jobs {ours.spark_jobs[-1]}/{direct.spark_jobs[-1]}"
+    )
+    typer.echo(
+        write_results("recycle", {"rows": rows, "measurements": [m.as_dict() for m in (ours, direct)], "ratio": ratio})
+    )
+
+
+def fix_every_row(spark: SparkSession, inbox: Path) -> None:
+    """What an operator does, for every row at once: a payload that passes every rule, status fixed."""
+    value = lambda field, kind: f"variant_get(_row_data, '$.{field}', '{kind}')"  # noqa: E731
+    spark.sql(
+        f"""UPDATE delta.`{inbox}` SET _dlq_status = 'fixed', _row_data = to_variant_object(named_struct(
+            'row_no', {value("row_no", "bigint")}, 'order_id', coalesce({value("order_id", "int")}, 1),
+            'amount', abs({value("amount", "double")}), 'currency', coalesce({value("currency", "string")}, 'EUR'),
+            'customer_id', {value("customer_id", "string")}, 'order_ts', {value("order_ts", "timestamp")},
+            'note', {value("note", "string")}))"""
+    )
 
 
 def _warm_up(spark: SparkSession, warehouse: Warehouse, rounds: int = 3) -> None:

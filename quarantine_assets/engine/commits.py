@@ -16,7 +16,9 @@ from delta.exceptions import (
     DeltaConcurrentModificationException,
     MetadataChangedException,
 )
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+
+from quarantine_assets.engine.delta_log import committed_rows
 
 # Open-source Delta has no row-level concurrency: two writers on one DLQ conflict even with
 # disjoint predicates. Every write we retry is idempotent, so retrying is always safe.
@@ -44,6 +46,17 @@ def retry_on_conflict(commit: Callable[[], T]) -> T:
                 raise
             time.sleep(FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1))
     raise AssertionError("unreachable")
+
+
+def append_to_dlq_table(spark: SparkSession, rows: DataFrame, path: Path, writer_id: str, batch_id: int) -> int:
+    """`append_once` into an inbox or outbox, writing context columns only where the user's table has them.
+
+    Returns the rows the commit that holds this batch wrote, by Delta's own count, so a caller
+    can prove that no row was lost, also when Delta skipped a replayed batch.
+    """
+    columns = set(spark.read.format("delta").load(str(path)).columns)
+    append_once(rows.select(*[c for c in rows.columns if c in columns]), path, writer_id, batch_id)
+    return committed_rows(path, writer_id, batch_id) or 0
 
 
 def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int) -> None:

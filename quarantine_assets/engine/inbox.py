@@ -1,15 +1,12 @@
-"""Quarantined rows as DLQ inbox records, and the idempotent append that stores them."""
+"""Quarantined rows as DLQ inbox records."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from quarantine_assets.engine.commits import append_once
-from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.rules import FAILED_RULES, RESCUED_DATA
 from quarantine_assets.engine.source import SOURCE_FILE
 from quarantine_assets.engine.statuses import QUARANTINED
@@ -83,15 +80,3 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
 def scoped_key_condition(target: str, source: str, source_table: str) -> str:
     """Every MERGE on a shared DLQ names its own source, so actions never touch each other's rows."""
     return f"{target}._dlq_source_table = '{source_table}' AND {target}._dlq_sk = {source}._dlq_sk"
-
-
-def append_to_inbox(spark: SparkSession, inbox_path: Path, records: DataFrame, writer_id: str, batch_id: int) -> int:
-    """A blind, idempotent append: it reads nothing of the inbox, so it costs the same whatever the
-    inbox holds and never conflicts with other sources' appends.
-
-    Context columns are written only where the user's table has them. Returns the rows the commit
-    that holds this batch wrote, by Delta's own count, so a caller can prove no row was lost.
-    """
-    columns = set(spark.read.format("delta").load(str(inbox_path)).columns)
-    append_once(records.select(*[c for c in records.columns if c in columns]), inbox_path, writer_id, batch_id)
-    return committed_rows(inbox_path, writer_id, batch_id) or 0

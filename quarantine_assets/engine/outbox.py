@@ -1,4 +1,4 @@
-"""The outbox: fixed rows from the inbox change feed, once per (key, attempt), into the recycled ledger."""
+"""The outbox: fixed rows from the inbox change feed, appended once per (key, attempt) to the recycled ledger."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.commits import append_to_dlq_table, retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.streams import add_counts, run_available_now
@@ -45,40 +45,45 @@ def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
     )
 
 
+def outbox_writer_id(action: DataQualityAction, stream_id: str) -> str:
+    return f"quarantine_assets/{action.owner}/{OUTBOX_STREAM}/{stream_id}"
+
+
 def send_batch_to_outbox(
-    spark: SparkSession, changes: DataFrame, action: DataQualityAction, warehouse: Warehouse, run_id: str
+    spark: SparkSession,
+    changes: DataFrame,
+    batch_id: int,
+    stream_id: str,
+    action: DataQualityAction,
+    warehouse: Warehouse,
+    run_id: str,
 ) -> OutboxReport:
+    """Append the batch's fixed rows to the outbox, then mark them recycled in the inbox.
+
+    The append is blind and idempotent on (stream, batch): a replayed batch adds nothing, and the
+    inbox marking only moves rows that are still `fixed`, so replaying it changes nothing either.
+    """
     source_table = action.quarantine.source_table
     fixed = latest_fixed(changes, source_table).persist()
     try:
-        sent = fixed.count()
+        outbox_rows = fixed.select(
+            "_dlq_sk",
+            "_dlq_source_table",
+            "_row_data",
+            F.current_timestamp().alias("_dlq_recycled_at"),
+            "_dlq_attempt",
+            F.lit(action.owner).alias("_dlq_action"),
+        )
+        outbox = warehouse.path(action.quarantine.outbox_table)
+        # Counted first, on the cached rows: changes without a fixed row leave both tables alone.
+        sent = fixed.count() and append_to_dlq_table(
+            spark, outbox_rows, outbox, outbox_writer_id(action, stream_id), batch_id
+        )
         if sent:
-            _insert_into_outbox(spark, warehouse.path(action.quarantine.outbox_table), fixed, action)
             _mark_recycled(spark, warehouse.path(action.quarantine.dlq_table), fixed, source_table, run_id)
     finally:
         fixed.unpersist()
     return OutboxReport(batches=1, rows_sent=sent)
-
-
-def _insert_into_outbox(spark: SparkSession, outbox_path: Path, fixed: DataFrame, action: DataQualityAction) -> None:
-    """Insert-only on (source, key, attempt): a retried run or a replayed batch adds nothing."""
-    outbox = DeltaTable.forPath(spark, str(outbox_path))
-    values = {
-        "_dlq_sk": F.col("new._dlq_sk"),
-        "_dlq_source_table": F.col("new._dlq_source_table"),
-        "_row_data": F.col("new._row_data"),
-        "_dlq_recycled_at": F.current_timestamp(),
-        "_dlq_attempt": F.col("new._dlq_attempt"),
-        "_dlq_action": F.lit(action.owner),
-    }
-    retry_on_conflict(
-        lambda: (
-            outbox.alias("out")
-            .merge(fixed.alias("new"), same_attempt("out", "new", action.quarantine.source_table))
-            .whenNotMatchedInsert(values=values)
-            .execute()
-        )
-    )
 
 
 def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, source_table: str, run_id: str) -> None:
@@ -107,7 +112,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     total = OutboxReport()
 
     def on_batch(changes: DataFrame, batch_id: int, stream_id: str) -> None:
-        add_counts(total, send_batch_to_outbox(spark, changes, action, warehouse, run_id))
+        add_counts(total, send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, run_id))
 
     changes = (
         spark.readStream.format("delta")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -23,26 +25,63 @@ LOCAL_TUNING = {
 }
 
 
+def resolved_jars_file() -> Path:
+    """Where the jar list that Ivy resolved for DELTA_PACKAGE is kept between starts."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "quarantine_assets" / f"{DELTA_PACKAGE.replace(':', '_')}.jars"
+
+
+def delta_jars_config() -> dict[str, str]:
+    """Delta's jars by path once Ivy has resolved them, else the package for Ivy to resolve.
+
+    Ivy resolves a package against Maven Central on every start, seconds even when every jar is
+    in its cache; handing Spark the resolved jars skips that.
+    """
+    try:
+        jars = resolved_jars_file().read_text(encoding="utf-8").split()
+    except FileNotFoundError:
+        jars = []
+    if jars and all(Path(jar).is_file() for jar in jars):
+        return {"spark.jars": ",".join(jars)}
+    return {"spark.jars.packages": DELTA_PACKAGE}
+
+
 def spark_config(master: str | None = None) -> dict[str, str]:
-    """Delta's jars resolve from Maven Central on first use; Ivy serves them from its cache afterwards."""
+    """Delta's jars resolve from Maven Central on first use; later starts take them from the cache."""
     master = master or spark_master()
     tuning = LOCAL_TUNING if master.startswith("local") else {}
-    return tuning | {
-        "spark.master": master,
-        "spark.app.name": "quarantine_assets",
-        "spark.jars.packages": DELTA_PACKAGE,
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),
-    }
+    return (
+        tuning
+        | delta_jars_config()
+        | {
+            "spark.master": master,
+            "spark.app.name": "quarantine_assets",
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),
+        }
+    )
 
 
 def build_spark_session(master: str | None = None) -> SparkSession:
+    config = spark_config(master)
     builder = SparkSession.builder
-    for key, value in spark_config(master).items():
+    for key, value in config.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if "spark.jars.packages" in config:
+        remember_resolved_jars(spark)
     return spark
+
+
+def remember_resolved_jars(spark: SparkSession) -> None:
+    """Spark lists the jars Ivy resolved in `spark.jars`; keep them for the next start."""
+    resolved = spark.sparkContext.getConf().get("spark.jars", "")
+    jars = [urlparse(jar).path for jar in resolved.split(",") if jar]
+    if jars:
+        target = resolved_jars_file()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(jars) + "\n", encoding="utf-8")

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.commits import append_once
+from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows
-from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, append_to_inbox, inbox_records
+from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.rules import (
     BatchCounts,
     applicable_rules,
@@ -88,7 +88,7 @@ def split_batch(
             batch_id=batch_id,
         )
         records = inbox_records(with_failed_rules(batch.where(~kept), rules), provenance)
-        held = append_to_inbox(spark, warehouse.path(action.quarantine.dlq_table), records, writer_id, batch_id)
+        held = append_to_dlq_table(spark, records, warehouse.path(action.quarantine.dlq_table), writer_id, batch_id)
     return SplitReport(
         batches=1,
         rows_read=counts.rows,
