@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from delta.tables import DeltaTable
+from harness import CLEAN, RULES
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness import CLEAN, RULES
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.tables import Warehouse
 

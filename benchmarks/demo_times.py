@@ -21,7 +21,7 @@ CLI = Path(sys.executable).parent / "quarantine-assets"
 def run(label: str, warehouse: Path) -> None:
     started = time.perf_counter()
     completed = subprocess.run(
-        [str(CLI), "demo", "--warehouse", str(warehouse)],
+        [str(CLI), "--warehouse", str(warehouse), "demo"],
         env=os.environ | {"DAGSTER_HOME": tempfile.mkdtemp(prefix="bench-dagster-")},
         capture_output=True,
         text=True,

@@ -53,7 +53,7 @@ def main() -> None:
         "DAGSTER_HOME": dagster_home,
     }
     subprocess.run(
-        [str(BIN / "quarantine-assets"), "demo", "--warehouse", str(warehouse.root)],
+        [str(BIN / "quarantine-assets"), "--warehouse", str(warehouse.root), "demo"],
         env=env,
         check=True,
         capture_output=True,

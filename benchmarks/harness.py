@@ -126,6 +126,14 @@ def write_results(kind: str, payload: dict) -> Path:
     return path
 
 
+def latest_results(kind: str) -> dict:
+    """The newest JSON a benchmark wrote; its name starts with the kind and sorts by time."""
+    newest = max(RESULTS.glob(f"{kind}-*.json"), default=None)
+    if newest is None:
+        raise SystemExit(f"no {kind} results in {RESULTS}: run that benchmark first")
+    return json.loads(newest.read_text())
+
+
 def machine() -> dict:
     cpus = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     return {"python": platform.python_version(), "cpus": cpus, "system": platform.platform()}

@@ -12,20 +12,40 @@ The baselines are written in `baselines.py`, from seed 000 and from plain Spark,
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from baselines import direct_append, plain_split, reference_split
+from dagster import DagsterInstance
 from delta.tables import DeltaTable
+from harness import (
+    RESULTS,
+    RULES,
+    bench_action,
+    fresh,
+    generate_orders,
+    latest_results,
+    measure_side_by_side,
+    write_results,
+)
 from pyspark.sql import SparkSession
 
-from baselines import direct_append, plain_split, reference_split
-from harness import bench_action, fresh, generate_orders, measure_side_by_side, write_results
-from quarantine_assets.engine.session import build_spark_session
+from quarantine_assets.demo import generate_batch, next_batch_number
+from quarantine_assets.engine.inbox import Provenance, inbox_records
+from quarantine_assets.engine.operator import RowFilter, fix_rows, inbox_rows, oldest_quarantined_age
 from quarantine_assets.engine.outbox import run_outbox
 from quarantine_assets.engine.recycled import run_recycled
+from quarantine_assets.engine.rules import with_failed_rules
+from quarantine_assets.engine.session import build_spark_session
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
 
@@ -47,7 +67,7 @@ def _source(spark: SparkSession, warehouse: Warehouse, rows: int, bad: float) ->
 
 @app.command()
 def throughput(
-    rows: Annotated[list[int], typer.Option(help="Source sizes.")] = [10_000, 1_000_000],
+    rows: Annotated[list[int], typer.Option(help="Source sizes.")] = [10_000, 1_000_000, 5_000_000],
     bad: Annotated[list[float], typer.Option(help="Shares of bad rows.")] = [0.02, 0.2],
     repeats: int = 3,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
@@ -97,6 +117,68 @@ def throughput(
     typer.echo(write_results("split-throughput", {"results": results}))
 
 
+@app.command("inbox-size")
+def inbox_size(
+    sizes: Annotated[list[int], typer.Option("--inbox-rows", help="Rows already in the inbox.")] = [
+        0,
+        1_000_000,
+        5_000_000,
+    ],
+    batch_rows: int = 100_000,
+    bad: float = 0.2,
+    repeats: int = 3,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """(d) the split step of a fixed batch into an inbox already holding rows of other sources and its own.
+
+    Timed as the asset runs it: the split, then the oldest-quarantined-age check on the slice.
+    """
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-inbox-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    _warm_up(spark, warehouse)
+    source = _source(spark, warehouse, batch_rows, bad)
+    results = []
+    for size in sizes:
+        action = bench_action("inbox_size", source, dlq_table=f"bench.ops.dlq_{size}")
+        if not DeltaTable.isDeltaTable(spark, str(warehouse.path(action.quarantine.dlq_table))):
+            create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+            fill_inbox(spark, warehouse, action, size)
+
+        def prepare() -> None:
+            fresh(warehouse, action.target_table)
+            shutil.rmtree(warehouse.checkpoint(action.key, "split"), ignore_errors=True)
+
+        def split_step() -> None:
+            run_split(spark, action, warehouse, "bench")
+            this_slice = RowFilter(source_table=action.quarantine.source_table)
+            oldest_quarantined_age(inbox_rows(spark, warehouse, action.quarantine.dlq_table, this_slice))
+
+        measured = measure_side_by_side(spark, repeats, {"split_step": (prepare, split_step)})["split_step"]
+        results.append({"inbox_rows": size, "measurements": [measured.as_dict()]})
+        typer.echo(f"inbox of {size:>9} rows: split step {measured.median:.2f}s  jobs {measured.spark_jobs[-1]}")
+    base = results[0]["measurements"][0]["median_seconds"]
+    for row in results:
+        row["ratio_to_empty_inbox"] = round(row["measurements"][0]["median_seconds"] / base, 3)
+    typer.echo(f"ratios to the empty inbox: {[row['ratio_to_empty_inbox'] for row in results]}")
+    typer.echo(write_results("inbox-size", {"batch_rows": batch_rows, "bad_share": bad, "results": results}))
+
+
+def fill_inbox(spark: SparkSession, warehouse: Warehouse, action, rows: int) -> None:
+    """Half the rows from three other sources, half from the action's own source, in batches as splits write them."""
+    if not rows:
+        return
+    other = [f"bench.src.other_{n}" for n in range(3)]
+    sources = [*other, action.quarantine.source_table, action.quarantine.source_table, action.quarantine.source_table]
+    per_batch = max(rows // len(sources), 1)
+    for batch_id, source_table in enumerate(sources):
+        provenance = Provenance(source_table, "bench/fill/" + source_table, "fill", "bench", "fill", batch_id)
+        quarantined = with_failed_rules(generate_orders(spark, per_batch, 1.0, seed=batch_id), RULES)
+        inbox_records(quarantined, provenance).write.format("delta").mode("append").save(
+            str(warehouse.path(action.quarantine.dlq_table))
+        )
+
+
 @app.command()
 def recycle(
     rows: Annotated[int, typer.Option(help="Fixed rows to recycle.")] = 10_000,
@@ -125,7 +207,7 @@ def recycle(
     def recycle_all() -> None:
         run_outbox(spark, action, warehouse, "bench")
         report = run_recycled(spark, action, warehouse, "bench")
-        assert report.rows_recycled == rows, report
+        assert report.rows_landed == rows, report
 
     measured = measure_side_by_side(
         spark,
@@ -149,6 +231,180 @@ def recycle(
     )
 
 
+@app.command("fixed-cost")
+def fixed_cost(
+    repeats: int = 3,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """(c) what a step costs whatever its size: a warm 10k-row split, the demo's `split_all` run, each step's
+    Spark jobs, and a second `quarantine-assets demo` in its own process against a fresh JVM's first Delta write."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-fixed-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    _warm_up(spark, warehouse)
+    source = _source(spark, warehouse, 10_000, 0.02)
+    action = bench_action("fixed_10k", source)
+    steps = {}
+
+    def prepare() -> None:
+        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+        for stream in ("split", "outbox", "recycled"):
+            shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
+        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    steps |= measure_side_by_side(
+        spark, repeats, {"split_10k": (prepare, lambda: run_split(spark, action, warehouse, "bench"))}
+    )
+    inbox = warehouse.path(action.quarantine.dlq_table)
+    one_key = lambda: (
+        spark.read.format("delta").load(str(inbox)).where("_dlq_status = 'quarantined'").first()["_dlq_sk"]
+    )  # noqa: E731
+    steps |= measure_side_by_side(
+        spark,
+        repeats,
+        {
+            "fix_one_row": (
+                lambda: None,
+                lambda: fix_rows(spark, warehouse, action, [one_key()], set_fields={"order_id": 1}, by="bench"),
+            ),
+            "outbox": (lambda: None, lambda: run_outbox(spark, action, warehouse, "bench")),
+            "recycled": (lambda: None, lambda: run_recycled(spark, action, warehouse, "bench")),
+        },
+    )
+    demo_project = root / "_demo"
+    steps |= measure_side_by_side(
+        spark,
+        repeats,
+        {
+            "demo_split_all_run": (
+                lambda: generate_batch(demo_project / "_landing", next_batch_number(demo_project / "_landing")),
+                demo_split_all(spark, demo_project),
+            )
+        },
+    )
+    for name, measured in steps.items():
+        typer.echo(f"{name:>20}: {measured.median:6.2f}s warm, {measured.spark_jobs[-1]} Spark jobs")
+    processes = {
+        "second_demo_process": [
+            str(Path(sys.executable).parent / "quarantine-assets"),
+            "--warehouse",
+            str(root / "_demo_cli"),
+            "demo",
+        ],
+        "fresh_jvm_first_delta_write": [sys.executable, __file__, "first-delta-write", str(root / "_first_write")],
+    }
+    walls = {}
+    for name, command in processes.items():
+        walls[name] = [_wall(command) for _ in range(repeats + (name == "second_demo_process"))]
+        if name == "second_demo_process":
+            walls[name] = walls[name][1:]  # the first run creates the tables and pays Ivy's first resolution
+        typer.echo(f"{name:>28}: {statistics.median(walls[name]):6.2f}s wall (median of {len(walls[name])})")
+    typer.echo(
+        write_results(
+            "fixed-cost",
+            {
+                "steps": [measured.as_dict() for measured in steps.values()],
+                "processes": {
+                    name: {"median_seconds": round(statistics.median(w), 3), "seconds": [round(s, 3) for s in w]}
+                    for name, w in walls.items()
+                },
+            },
+        )
+    )
+
+
+def demo_split_all(spark: SparkSession, root: Path):
+    """The demo's `split_all` job, in this process: the Spark session is already warm."""
+    from quarantine_assets.config.loader import load_project
+    from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
+    from quarantine_assets.defs.resources import default_resources
+    from quarantine_assets.demo_run import QUIET_RUN
+
+    project = load_project(warehouse=root)
+    for dlq_table in project.dlq_tables:
+        create_dlq_tables(spark, Warehouse(root), dlq_table)
+    job = build_definitions(project, default_resources(root)).resolve_job_def(SPLIT_JOB)
+    instance = DagsterInstance.ephemeral()
+    return lambda: job.execute_in_process(run_config=QUIET_RUN, instance=instance)
+
+
+@app.command("first-delta-write", hidden=True)
+def first_delta_write(path: Path) -> None:
+    """The floor of any step in a new process: start the JVM, append one row to a Delta table."""
+    build_spark_session().range(1).write.format("delta").mode("append").save(str(path))
+
+
+def _wall(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, capture_output=True, check=True, env=os.environ | {"DAGSTER_HOME": tempfile.mkdtemp()})
+    return time.perf_counter() - started
+
+
+MEMORY_STEPS = ("source", "split", "fix", "recycle")
+
+
+@app.command()
+def memory(
+    rows: Annotated[list[int], typer.Option(help="Source sizes.")] = [1_000_000, 5_000_000],
+    bad: float = 0.02,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """(g) peak resident memory of the driver JVM and of Python, per step, each step in its own process."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    results = []
+    for size in rows:
+        for step in MEMORY_STEPS:
+            completed = subprocess.run(
+                [sys.executable, __file__, "memory-step", step, str(size), str(bad), str(root)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            peak = json.loads(completed.stdout.strip().splitlines()[-1])
+            if step in ("split", "recycle"):
+                results.append({"rows": size, "step": step} | peak)
+                typer.echo(
+                    f"{size:>9} rows {step:>8}: JVM peak {peak['jvm_peak_mib']} MiB, Python peak {peak['python_peak_mib']} MiB, {peak['seconds']}s"
+                )
+    typer.echo(write_results("memory", {"bad_share": bad, "results": results}))
+
+
+@app.command("memory-step", hidden=True)
+def memory_step(step: str, rows: int, bad: float, root: Path) -> None:
+    """One step of `memory`, alone in this process, then its peaks as one line of JSON."""
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    action = bench_action(f"memory_{rows}", f"bench.raw.orders_{rows}_{int(bad * 100)}")
+    started = time.perf_counter()
+    if step == "source":
+        _source(spark, warehouse, rows, bad)
+    elif step == "split":
+        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+        for stream in ("split", "outbox", "recycled"):
+            shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
+        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        run_split(spark, action, warehouse, "bench")
+    elif step == "fix":
+        fix_every_row(spark, warehouse.path(action.quarantine.dlq_table))
+    else:
+        run_outbox(spark, action, warehouse, "bench")
+        run_recycled(spark, action, warehouse, "bench")
+    seconds = round(time.perf_counter() - started, 2)
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    print(
+        json.dumps(
+            {"jvm_peak_mib": peak_rss_mib(jvm_pid), "python_peak_mib": peak_rss_mib(os.getpid()), "seconds": seconds}
+        )
+    )
+
+
+def peak_rss_mib(pid: int) -> int:
+    """The kernel's high-water mark of the process's resident memory (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    return kib // 1024
+
+
 def fix_every_row(spark: SparkSession, inbox: Path) -> None:
     """What an operator does, for every row at once: a payload that passes every rule, status fixed."""
     value = lambda field, kind: f"variant_get(_row_data, '$.{field}', '{kind}')"  # noqa: E731
@@ -159,6 +415,44 @@ def fix_every_row(spark: SparkSession, inbox: Path) -> None:
             'customer_id', {value("customer_id", "string")}, 'order_ts', {value("order_ts", "timestamp")},
             'note', {value("note", "string")}))"""
     )
+
+
+@app.command()
+def plot() -> None:
+    """PNG plots of the newest results: time against rows (throughput), time against inbox size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    throughput_results = latest_results("split-throughput")["results"]
+    shares = sorted({row["bad_share"] for row in throughput_results})
+    figure, axes = plt.subplots(1, len(shares), figsize=(6 * len(shares), 4.5), squeeze=False)
+    for axis, share in zip(axes[0], shares):
+        rows = sorted((row for row in throughput_results if row["bad_share"] == share), key=lambda row: row["rows"])
+        for contender in ("split", "plain", "reference"):
+            seconds = [next(m["median_seconds"] for m in row["measurements"] if m["name"] == contender) for row in rows]
+            axis.plot([row["rows"] for row in rows], seconds, marker="o", label=contender)
+        axis.set(xscale="log", xlabel="rows in the batch", ylabel="seconds (median)", title=f"{share:.0%} bad rows")
+        axis.legend()
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(RESULTS / "split-throughput.png", dpi=110)
+
+    inbox_results = latest_results("inbox-size")
+    figure, axis = plt.subplots(figsize=(6, 4.5))
+    sizes = [row["inbox_rows"] for row in inbox_results["results"]]
+    axis.plot(sizes, [row["measurements"][0]["median_seconds"] for row in inbox_results["results"]], marker="o")
+    axis.set(
+        xlabel="rows already in the inbox",
+        ylabel="seconds (median)",
+        ylim=(0, None),
+        title=f"split step, {inbox_results['batch_rows']:,} rows, {inbox_results['bad_share']:.0%} bad",
+    )
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(RESULTS / "inbox-size.png", dpi=110)
+    typer.echo(f"wrote {RESULTS / 'split-throughput.png'} and {RESULTS / 'inbox-size.png'}")
 
 
 def _warm_up(spark: SparkSession, warehouse: Warehouse, rounds: int = 3) -> None:

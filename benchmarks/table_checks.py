@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quarantine_assets.config.loader import load_project
+from quarantine_assets.config.models import outbox_table
 from quarantine_assets.defs import build_definitions
 from quarantine_assets.defs.definitions import TABLE_CHECKS_JOB
 from quarantine_assets.demo_run import QUIET_RUN
@@ -58,7 +59,7 @@ def main() -> None:
     spark = build_spark_session()
     jvm_seconds = time.perf_counter() - jvm_started
     dlq_tables = sorted({a.quarantine.dlq_table for a in project.actions if a.quarantine})
-    paths = [warehouse.path(t) for t in dlq_tables] + [warehouse.path(t + "_outbox") for t in dlq_tables]
+    paths = [warehouse.path(t) for t in dlq_tables] + [warehouse.path(outbox_table(t)) for t in dlq_tables]
     for path in paths:  # warm
         spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     started = time.perf_counter()

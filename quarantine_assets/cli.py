@@ -1,35 +1,40 @@
-"""`quarantine-assets`: setup, validation, the demo, and the operator tools."""
+"""`quarantine-assets`: setup, validation, the demo, and the operator tools.
+
+The options every command shares (`--config-dir`, `--env`, `--warehouse`) come before the command:
+`quarantine-assets --warehouse /data/wh list --source demo.bronze.orders`.
+"""
 
 from __future__ import annotations
 
 import getpass
 import json
 import sys
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
+from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.config.models import Project
+from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl
 from quarantine_assets.engine import statuses
 from quarantine_assets.engine.operator import (
     RowFilter,
     action_for_source,
-    counts_by_rule_and_status,
     discard_rows,
     fix_rows,
-    inbox_rows,
+    inbox_row,
     listing,
-    oldest_quarantined_age,
     parse_json_object,
+    queue_stats,
 )
+from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import default_warehouse
 
@@ -39,20 +44,57 @@ app = typer.Typer(
 console = Console()
 errors = Console(stderr=True)
 
-ConfigDirOption = Annotated[
-    Optional[Path], typer.Option("--config-dir", help="Configs folder (default: $QUARANTINE_CONFIG_DIR or ./configs).")
-]
-EnvOption = Annotated[
-    Optional[str], typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")
-]
-WarehouseOption = Annotated[
-    Optional[Path], typer.Option("--warehouse", help="Warehouse root (default: $QUARANTINE_WAREHOUSE or ./warehouse).")
-]
+
+@dataclass
+class Workspace:
+    """What the shared options select: the configs, their environment and the warehouse."""
+
+    config_dir: Path | None
+    env: str | None
+    root: Path
+
+    @cached_property
+    def project(self) -> Project:
+        return load_project(self.config_dir, self.env, self.root)
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.root)
+
+    def dlq(self, name: str | None) -> str:
+        """The DLQ a command works on: the only one the configs name, or the one asked for."""
+        names = self.project.dlq_tables
+        if name is None and len(names) == 1:
+            return names[0]
+        if name not in names:
+            raise OperatorError(codes.DLQ_AMBIGUOUS, f"name the DLQ with --dlq; the configs have {names}")
+        return name
+
+    def action(self, source_table: str) -> DataQualityAction:
+        return action_for_source(list(self.project.actions), source_table)
 
 
-def _load(config_dir: Path | None, env: str | None, warehouse: Path | None) -> tuple[Project, Warehouse]:
-    root = warehouse or default_warehouse()
-    return load_project(config_dir, env, root), Warehouse(root)
+@app.callback()
+def shared_options(
+    context: typer.Context,
+    config_dir: Annotated[
+        Path | None, typer.Option("--config-dir", help="Configs folder (default: $QUARANTINE_CONFIG_DIR or ./configs).")
+    ] = None,
+    env: Annotated[
+        str | None, typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")
+    ] = None,
+    warehouse: Annotated[
+        Path | None, typer.Option("--warehouse", help="Warehouse root (default: $QUARANTINE_WAREHOUSE or ./warehouse).")
+    ] = None,
+) -> None:
+    context.obj = Workspace(config_dir, env, warehouse or default_warehouse())
+
+
+def _spark():
+    """Imported here: commands that need no Spark start no JVM."""
+    from quarantine_assets.engine.session import build_spark_session
+
+    return build_spark_session()
 
 
 def _print_problems(problems) -> None:
@@ -62,46 +104,46 @@ def _print_problems(problems) -> None:
         )
 
 
-def _dlq_tables(project: Project) -> list[str]:
-    return sorted({action.quarantine.dlq_table for action in project.actions if action.quarantine})
+def _print_rows(rows: list, columns: list[str], title: str) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*["" if value is None else str(value) for value in row])
+    console.print(table)
 
 
 @app.command()
-def ddl(config_dir: ConfigDirOption = None, env: EnvOption = None, warehouse: WarehouseOption = None) -> None:
+def ddl(context: typer.Context) -> None:
     """Print the CREATE TABLE statements for every DLQ inbox and outbox the configs name."""
-    project, tables = _load(config_dir, env, warehouse)
-    for dlq_table in _dlq_tables(project):
-        console.print(f"-- inbox {dlq_table}\n{inbox_ddl(tables, dlq_table)};\n", markup=False, highlight=False)
-        console.print(
-            f"-- outbox {dlq_table}_outbox\n{outbox_ddl(tables, dlq_table)};\n", markup=False, highlight=False
-        )
+    workspace: Workspace = context.obj
+    for dlq_table in workspace.project.dlq_tables:
+        inbox, outbox = inbox_ddl(workspace.warehouse, dlq_table), outbox_ddl(workspace.warehouse, dlq_table)
+        console.print(f"-- inbox {dlq_table}\n{inbox};\n", markup=False, highlight=False)
+        console.print(f"-- outbox {outbox_table(dlq_table)}\n{outbox};\n", markup=False, highlight=False)
 
 
 @app.command("create-tables")
-def create_tables(config_dir: ConfigDirOption = None, env: EnvOption = None, warehouse: WarehouseOption = None) -> None:
+def create_tables(context: typer.Context) -> None:
     """Create every DLQ inbox and outbox the configs name (idempotent)."""
-    from quarantine_assets.engine.session import build_spark_session
-
-    project, tables = _load(config_dir, env, warehouse)
-    spark = build_spark_session()
-    for dlq_table in _dlq_tables(project):
-        create_dlq_tables(spark, tables, dlq_table)
-        console.print(f"created {dlq_table} and {dlq_table}_outbox under {tables.path(dlq_table).parent}")
+    workspace: Workspace = context.obj
+    spark = _spark()
+    for dlq_table in workspace.project.dlq_tables:
+        create_dlq_tables(spark, workspace.warehouse, dlq_table)
+        where = workspace.warehouse.path(dlq_table).parent
+        console.print(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
 
 
 @app.command()
 def validate(
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
+    context: typer.Context,
     parse_rules: Annotated[bool, typer.Option(help="Parse every rule with Spark's SQL parser (starts a JVM).")] = True,
 ) -> None:
     """Check every pipeline config; print every problem and exit non-zero if any is an error."""
-    project, _ = _load(config_dir, env, None)
+    project = context.obj.project
     problems = list(project.warnings)
     if parse_rules:
-        from quarantine_assets.engine.session import build_spark_session
-
-        problems += rule_expression_problems(project, build_spark_session())
+        problems += rule_expression_problems(project, _spark())
     _print_problems(problems)
     if any(problem.severity == "error" for problem in problems):
         raise typer.Exit(1)
@@ -110,127 +152,78 @@ def validate(
 
 @app.command()
 def demo(
+    context: typer.Context,
     batches: Annotated[int, typer.Option(help="New input files per source to generate and ingest.")] = 1,
-    warehouse: WarehouseOption = None,
 ) -> None:
     """Generate demo input, create the DLQ tables, and materialize every split through Dagster."""
     from quarantine_assets.demo_run import run_demo
 
-    run_demo(console, batches, warehouse or default_warehouse())
+    run_demo(console, batches, context.obj.project, context.obj.root)
 
 
-SourceOption = Annotated[Optional[str], typer.Option("--source", help="Only this source_table (catalog.schema.table).")]
-StatusOption = Annotated[Optional[str], typer.Option("--status", help=f"Only this status: {', '.join(statuses.ALL)}.")]
-RuleOption = Annotated[Optional[str], typer.Option("--rule", help="Only rows that failed this rule.")]
-OlderOption = Annotated[Optional[float], typer.Option("--older-than-hours", help="Only rows quarantined before this.")]
+SourceOption = Annotated[str | None, typer.Option("--source", help="Only this source_table (catalog.schema.table).")]
+StatusOption = Annotated[str | None, typer.Option("--status", help=f"Only this status: {', '.join(statuses.ALL)}.")]
+RuleOption = Annotated[str | None, typer.Option("--rule", help="Only rows that failed this rule.")]
+OlderOption = Annotated[float | None, typer.Option("--older-than-hours", help="Only rows quarantined before this.")]
 ByOption = Annotated[
-    Optional[str], typer.Option("--by", help="Who makes the change, recorded on the row (default: your user name).")
+    str | None, typer.Option("--by", help="Who makes the change, recorded on the row (default: your user name).")
 ]
 RowsSourceOption = Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")]
-
-
-def _dlq_for(project: Project, dlq: str | None) -> str:
-    names = _dlq_tables(project)
-    if dlq is None and len(names) == 1:
-        return names[0]
-    if dlq not in names:
-        raise OperatorError("QA-OPS-008", f"name the DLQ with --dlq; the configs have {names}")
-    return dlq
-
-
-def _operator_session():
-    from quarantine_assets.engine.session import build_spark_session
-
-    return build_spark_session()
-
-
-DlqOption = Annotated[Optional[str], typer.Option("--dlq", help="DLQ inbox table (needed when configs have several).")]
-
-
-def _print_frame(rows, title: str) -> None:
-    table = Table(title=title)
-    for column in rows.columns:
-        table.add_column(column, overflow="fold")
-    for row in rows.collect():
-        table.add_row(*["" if value is None else str(value) for value in row])
-    console.print(table)
+DlqOption = Annotated[str | None, typer.Option("--dlq", help="DLQ inbox table (needed when configs have several).")]
 
 
 @app.command("list")
 def list_rows(
+    context: typer.Context,
     source: SourceOption = None,
     status: StatusOption = None,
     rule: RuleOption = None,
     older_than_hours: OlderOption = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 50,
     dlq: DlqOption = None,
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
-    warehouse: WarehouseOption = None,
 ) -> None:
     """List DLQ rows, oldest first, with their failed rules and payload."""
-    project, tables = _load(config_dir, env, warehouse)
+    workspace: Workspace = context.obj
     row_filter = RowFilter(source, status, rule, timedelta(hours=older_than_hours) if older_than_hours else None)
-    rows = listing(inbox_rows(_operator_session(), tables, _dlq_for(project, dlq), row_filter)).limit(limit)
-    _print_frame(rows, "DLQ rows")
+    rows = listing(_spark(), workspace.warehouse, workspace.dlq(dlq), row_filter, limit)
+    _print_rows(rows.collect(), rows.columns, "DLQ rows")
 
 
 @app.command()
-def show(
-    key: str,
-    dlq: DlqOption = None,
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
-    warehouse: WarehouseOption = None,
-) -> None:
+def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     """Show one DLQ row with every column."""
-    project, tables = _load(config_dir, env, warehouse)
-    rows = inbox_rows(_operator_session(), tables, _dlq_for(project, dlq), RowFilter())
-    row = rows.where(F.col("_dlq_sk") == key).withColumn("_row_data", F.to_json("_row_data")).first()
-    if row is None:
-        raise OperatorError("QA-OPS-001", f"no DLQ row with key {key}", field=key)
-    for name, value in row.asDict().items():
+    workspace: Workspace = context.obj
+    for name, value in inbox_row(_spark(), workspace.warehouse, workspace.dlq(dlq), key).items():
         console.print(f"[bold]{name}[/bold]: {value}", highlight=False)
 
 
 @app.command()
-def stats(
-    source: SourceOption = None,
-    dlq: DlqOption = None,
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
-    warehouse: WarehouseOption = None,
-) -> None:
+def stats(context: typer.Context, source: SourceOption = None, dlq: DlqOption = None) -> None:
     """Counts by source, failed rule and status, and the age of the oldest quarantined row."""
-    project, tables = _load(config_dir, env, warehouse)
-    rows = inbox_rows(_operator_session(), tables, _dlq_for(project, dlq), RowFilter(source_table=source)).cache()
-    _print_frame(counts_by_rule_and_status(rows), "DLQ rows by rule and status")
-    age = oldest_quarantined_age(rows)
+    workspace: Workspace = context.obj
+    found = queue_stats(_spark(), workspace.warehouse, workspace.dlq(dlq), RowFilter(source_table=source))
+    _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
+    age = found.oldest_quarantined_age
     console.print(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
 
 
 @app.command()
 def fix(
+    context: typer.Context,
     keys: list[str],
     source: RowsSourceOption,
     set_: Annotated[
-        Optional[list[str]], typer.Option("--set", help="field=value; value is JSON if it parses, else text.")
+        list[str] | None, typer.Option("--set", help="field=value; value is JSON if it parses, else text.")
     ] = None,
-    payload: Annotated[
-        Optional[str], typer.Option("--payload", help="Replace the whole payload with this JSON.")
-    ] = None,
+    payload: Annotated[str | None, typer.Option("--payload", help="Replace the whole payload with this JSON.")] = None,
     by: ByOption = None,
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
-    warehouse: WarehouseOption = None,
 ) -> None:
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
-    project, tables = _load(config_dir, env, warehouse)
-    action = action_for_source(list(project.actions), source)
+    workspace: Workspace = context.obj
     changed = fix_rows(
-        _operator_session(),
-        tables,
-        action,
+        _spark(),
+        workspace.warehouse,
+        workspace.action(source),
         keys,
         set_fields=dict(_field_assignment(item) for item in set_) if set_ else None,
         payload=parse_json_object(payload, "--payload") if payload is not None else None,
@@ -242,7 +235,7 @@ def fix(
 def _field_assignment(item: str) -> tuple[str, object]:
     name, sep, text = item.partition("=")
     if not sep or not name:
-        raise OperatorError("QA-OPS-005", f"--set takes field=value, got {item!r}", field="--set")
+        raise OperatorError(codes.BAD_FIELD_ASSIGNMENT, f"--set takes field=value, got {item!r}", field="--set")
     try:
         return name, json.loads(text)
     except json.JSONDecodeError:
@@ -251,18 +244,17 @@ def _field_assignment(item: str) -> tuple[str, object]:
 
 @app.command()
 def discard(
+    context: typer.Context,
     keys: list[str],
     source: RowsSourceOption,
     reason: Annotated[str, typer.Option("--reason", help="Why the rows are closed; recorded on each row.")],
     by: ByOption = None,
-    config_dir: ConfigDirOption = None,
-    env: EnvOption = None,
-    warehouse: WarehouseOption = None,
 ) -> None:
     """Close rows that cannot be fixed, with a reason."""
-    project, tables = _load(config_dir, env, warehouse)
-    action = action_for_source(list(project.actions), source)
-    changed = discard_rows(_operator_session(), tables, action, keys, reason=reason, by=by or getpass.getuser())
+    workspace: Workspace = context.obj
+    changed = discard_rows(
+        _spark(), workspace.warehouse, workspace.action(source), keys, reason=reason, by=by or getpass.getuser()
+    )
     console.print(f"{changed} row(s) of {source} discarded")
 
 

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from dagster import DagsterInstance
-from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
-from quarantine_assets.config.loader import load_project
+from quarantine_assets import codes
+from quarantine_assets.config.models import Project
 from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo import generate_batch, next_batch_number
@@ -32,13 +32,12 @@ def _instance() -> DagsterInstance:
     return DagsterInstance.get()
 
 
-def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
+def run_demo(console: Console, batches: int, project: Project, warehouse_root: Path) -> None:
     started = time.perf_counter()
-    project = load_project(warehouse=warehouse_root)
     tables = Warehouse(warehouse_root)
     spark = build_spark_session()
     jvm_seconds = time.perf_counter() - started
-    for dlq_table in sorted({a.quarantine.dlq_table for a in project.actions if a.quarantine}):
+    for dlq_table in project.dlq_tables:
         create_dlq_tables(spark, tables, dlq_table)
     landing = warehouse_root / LANDING
     for _ in range(batches):
@@ -58,24 +57,28 @@ def run_demo(console: Console, batches: int, warehouse_root: Path) -> None:
         failures = [
             event.step_failure_data.error.message.strip() for event in result.all_events if event.is_step_failure
         ]
-        raise QuarantineError("QA-RUN-001", f"demo run {result.run_id} failed: {'; '.join(failures)}")
+        raise QuarantineError(codes.RUN_FAILED, f"demo run {result.run_id} failed: {'; '.join(failures)}")
 
     table = Table(title=f"run {result.run_id}")
     for column in ("asset", "table", "location", "rows"):
         table.add_column(column, overflow="fold")
+    slice_rows = {
+        (dlq_table, row["_dlq_source_table"]): row["count"]
+        for dlq_table in project.dlq_tables
+        for row in spark.read.format("delta")
+        .load(str(tables.path(dlq_table)))
+        .groupBy("_dlq_source_table")
+        .count()
+        .collect()
+    }
     for action in project.actions:
         validated_path = tables.path(action.target_table)
         validated_rows = spark.read.format("delta").load(str(validated_path)).count()
         table.add_row(f"{action.key}/validated", action.target_table, str(validated_path), str(validated_rows))
         if action.quarantine is not None:
+            rows = slice_rows.get((action.quarantine.dlq_table, action.quarantine.source_table), 0)
             inbox_path = tables.path(action.quarantine.dlq_table)
-            slice_rows = (
-                spark.read.format("delta")
-                .load(str(inbox_path))
-                .where(F.col("_dlq_source_table") == action.quarantine.source_table)
-                .count()
-            )
-            table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, str(inbox_path), str(slice_rows))
+            table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, str(inbox_path), str(rows))
     console.print(table)
     console.print(
         f"JVM start {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {time.perf_counter() - started:.1f}s"

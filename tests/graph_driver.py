@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from builders import ORDERS_SCHEMA, orders_action
 from dagster import DagsterInstance, SensorResult, build_sensor_context
 from pyspark.sql import functions as F
 
-from builders import ORDERS_SCHEMA, orders_action
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs import build_definitions
 from quarantine_assets.defs.definitions import SPLIT_JOB

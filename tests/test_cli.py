@@ -32,7 +32,7 @@ def test_dagster_loads_the_definitions_from_the_workspace():
 
 
 def test_demo_runs_end_to_end_and_prints_locations_and_counts(spark, tmp_path):
-    result = runner.invoke(app, ["demo", "--warehouse", str(tmp_path)], env={"COLUMNS": "250"}, catch_exceptions=False)
+    result = runner.invoke(app, ["--warehouse", str(tmp_path), "demo"], env={"COLUMNS": "250"}, catch_exceptions=False)
 
     assert result.exit_code == 0, result.output
     counts = dict(re.findall(r"│ (dq_\w+/\w+)\s*│.*?│\s*(\d+)\s*│", result.output))
@@ -43,7 +43,7 @@ def test_demo_runs_end_to_end_and_prints_locations_and_counts(spark, tmp_path):
 
 
 def test_ddl_prints_inbox_and_outbox_statements():
-    result = runner.invoke(app, ["ddl", "--warehouse", "/wh"])
+    result = runner.invoke(app, ["--warehouse", "/wh", "ddl"])
 
     assert result.exit_code == 0
     assert "CREATE TABLE IF NOT EXISTS delta.`/wh/demo/ops/dlq`" in result.output
@@ -60,7 +60,7 @@ def test_validate_prints_every_problem_and_exits_non_zero(tmp_path):
 
     cli = Path(sys.executable).parent / "quarantine-assets"
     completed = subprocess.run(
-        [str(cli), "validate", "--config-dir", str(tmp_path), "--no-parse-rules"], capture_output=True, text=True
+        [str(cli), "--config-dir", str(tmp_path), "validate", "--no-parse-rules"], capture_output=True, text=True
     )
 
     assert completed.returncode == 1
@@ -71,25 +71,25 @@ def test_validate_prints_every_problem_and_exits_non_zero(tmp_path):
 
 def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
     wide = {"COLUMNS": "250"}
-    assert runner.invoke(app, ["demo", "--warehouse", str(tmp_path)], env=wide).exit_code == 0
+    assert runner.invoke(app, ["--warehouse", str(tmp_path), "demo"], env=wide).exit_code == 0
     listed = runner.invoke(
         app,
-        ["list", "--warehouse", str(tmp_path), "--source", "demo.bronze.orders", "--rule", "valid_order_id"],
+        ["--warehouse", str(tmp_path), "list", "--source", "demo.bronze.orders", "--rule", "valid_order_id"],
         env=wide,
     )
     assert listed.exit_code == 0
-    key = re.search(r"│ ([0-9a-f]{32}) │", listed.output).group(1)
+    key = re.search(r"│ ([0-9a-f]{24}-\d+) │", listed.output).group(1)
 
     fixed = runner.invoke(
         app,
-        ["fix", key, "--warehouse", str(tmp_path), "--source", "demo.bronze.orders", "--set", "order_id=77"],
+        ["--warehouse", str(tmp_path), "fix", key, "--source", "demo.bronze.orders", "--set", "order_id=77"],
         env=wide,
     )
     assert fixed.exit_code == 0 and "1 row(s) of demo.bronze.orders marked fixed" in fixed.output
-    stats = runner.invoke(app, ["stats", "--warehouse", str(tmp_path)], env=wide)
+    stats = runner.invoke(app, ["--warehouse", str(tmp_path), "stats"], env=wide)
     assert stats.exit_code == 0 and "fixed" in stats.output and "oldest quarantined row" in stats.output
 
     refused = runner.invoke(
-        app, ["discard", key, "--warehouse", str(tmp_path), "--source", "demo.bronze.customers", "--reason", "x"]
+        app, ["--warehouse", str(tmp_path), "discard", key, "--source", "demo.bronze.customers", "--reason", "x"]
     )
     assert isinstance(refused.exception, OperatorError) and refused.exception.code == "QA-OPS-002"

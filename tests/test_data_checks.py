@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dagster import AssetCheckSeverity
-
 from graph_driver import Loop
+
 from quarantine_assets.defs.resources import HealthThresholds
 
 

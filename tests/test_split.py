@@ -6,11 +6,12 @@ import random
 from collections import Counter
 
 import pytest
+from builders import ORDERS_SCHEMA, orders_action
 from pyspark.sql import functions as F
 
-from builders import ORDERS_SCHEMA, orders_action
 from quarantine_assets.engine.commits import append_once
-from quarantine_assets.engine.split import run_split, split_batch, split_writer_id
+from quarantine_assets.engine.split import SPLIT_STREAM, run_split, split_batch
+from quarantine_assets.engine.streams import writer_id
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
 
@@ -141,7 +142,7 @@ def test_crash_between_the_validated_and_the_inbox_append_loses_no_row(spark, wa
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     rows = random_orders(random.Random(3), 0, 40)
     good = [row for row in rows if passes(row)]
-    writer = split_writer_id(action, "stream-1")
+    writer = writer_id(action, SPLIT_STREAM, "stream-1")
     append_once(spark.createDataFrame(good, ORDERS_SCHEMA), warehouse.path(action.target_table), writer, 0)
 
     report = split_batch(spark, spark.createDataFrame(rows, ORDERS_SCHEMA), 0, "stream-1", action, warehouse, "replay")

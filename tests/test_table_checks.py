@@ -8,12 +8,12 @@ import sys
 import textwrap
 
 import pytest
+from builders import orders_action
 from dagster import AssetSelection, AssetSpec, Definitions, define_asset_job
 
-from builders import orders_action
 from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
-from quarantine_assets.defs.checks import dlq_table_checks, source_owner_check
 from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.defs.table_checks import dlq_table_checks, source_owner_check
 from quarantine_assets.engine.table_health import LAYOUT, require_healthy_dlq
 from quarantine_assets.engine.tables import (
     INBOX_CONTEXT_COLUMNS,
@@ -326,7 +326,8 @@ def test_inspecting_tables_never_starts_a_jvm(spark, warehouse, tmp_path):
         from pathlib import Path
         from pyspark import SparkContext
         from builders import orders_action
-        from quarantine_assets.engine.table_health import data_losing_problems, source_owner
+        from quarantine_assets.engine.ownership import source_owner
+        from quarantine_assets.engine.table_health import data_losing_problems
         from quarantine_assets.engine.tables import Warehouse
 
         warehouse, action = Warehouse(Path({str(warehouse.root)!r})), orders_action()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from quarantine_assets.config.codes import STRUCTURE
+from quarantine_assets.codes import STRUCTURE
 from quarantine_assets.config.models import QUALIFIED_NAME, DeltaSource, FileSource
 from quarantine_assets.config.yaml_files import child, is_text
 from quarantine_assets.errors import Problem

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quarantine_assets.config.codes import (
+from quarantine_assets.codes import (
     ACTION_COERCED_TO_DROP,
     EXPECTATION_MALFORMED,
     EXPECTATIONS_EMPTY,

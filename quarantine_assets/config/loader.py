@@ -11,8 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from quarantine_assets.codes import STRUCTURE
 from quarantine_assets.config.chain import resolve_source, resolve_target_table
-from quarantine_assets.config.codes import STRUCTURE
 from quarantine_assets.config.expectations import load_expectations
 from quarantine_assets.config.models import DataQualityAction, Project
 from quarantine_assets.config.substitutions import Substitutions, load_substitutions

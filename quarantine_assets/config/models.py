@@ -15,6 +15,11 @@ OUTBOX_SUFFIX = "_outbox"
 DEFAULT_MAX_ATTEMPTS = 3
 
 
+def outbox_table(dlq_table: str) -> str:
+    """The outbox is never configured: seed 000 derives its name from the inbox's."""
+    return dlq_table + OUTBOX_SUFFIX
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -53,8 +58,12 @@ class QuarantineSpec(_Frozen):
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     @property
+    def inbox_table(self) -> str:
+        return self.dlq_table
+
+    @property
     def outbox_table(self) -> str:
-        return self.dlq_table + OUTBOX_SUFFIX
+        return outbox_table(self.dlq_table)
 
 
 class DataQualityAction(_Frozen):
@@ -89,6 +98,11 @@ class Project(_Frozen):
     env: str
     actions: tuple[DataQualityAction, ...]
     warnings: tuple[Problem, ...] = ()
+
+    @property
+    def dlq_tables(self) -> list[str]:
+        """Every DLQ inbox the actions name, once each, sorted."""
+        return sorted({action.quarantine.dlq_table for action in self.actions if action.quarantine is not None})
 
     def action(self, key: str) -> DataQualityAction:
         for action in self.actions:

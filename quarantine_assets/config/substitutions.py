@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from quarantine_assets.config.codes import BUILTIN_TOKEN_SHADOWED, SECRET_UNSET, STRUCTURE, UNKNOWN_TOKEN
+from quarantine_assets.codes import BUILTIN_TOKEN_SHADOWED, SECRET_UNSET, STRUCTURE, UNKNOWN_TOKEN
 from quarantine_assets.config.yaml_files import child, read_yaml
 from quarantine_assets.errors import Problem
 

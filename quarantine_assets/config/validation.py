@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from quarantine_assets.config.codes import (
+from quarantine_assets.codes import (
     BAD_DLQ_TABLE,
     BAD_MAX_ATTEMPTS,
     BAD_MODE,

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from quarantine_assets.config.codes import YAML_UNREADABLE
+from quarantine_assets.codes import YAML_UNREADABLE
 from quarantine_assets.errors import Problem
 
 _SHAPE_NAMES = {dict: "a mapping", list: "a list", type(None): "empty"}

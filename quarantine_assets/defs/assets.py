@@ -14,7 +14,6 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.defs.data_checks import (
     outbox_check_result,
     outbox_check_spec,
@@ -23,6 +22,7 @@ from quarantine_assets.defs.data_checks import (
     split_check_results,
     split_check_specs,
 )
+from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, WarehouseResource
 from quarantine_assets.engine.operator import RowFilter, inbox_rows, oldest_quarantined_age
 from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
@@ -154,7 +154,7 @@ def recycled_asset(action: DataQualityAction):
         return MaterializeResult(
             metadata={
                 "batches": report.batches,
-                "rows_recycled": report.rows_recycled,
+                "rows_landed": report.rows_landed,
                 "rows_requarantined": report.rows_requarantined,
                 "rows_exhausted": report.rows_exhausted,
                 "rows_already_landed": report.rows_already_landed,

@@ -119,7 +119,7 @@ def recycled_check_result(action: DataQualityAction, report: RecycleReport) -> A
         check_name=RECYCLED_LANDS_ONCE,
         passed=report.rows_unaccounted == 0,
         metadata={
-            "rows_recycled": report.rows_recycled,
+            "rows_landed": report.rows_landed,
             "rows_already_landed": report.rows_already_landed,
             "rows_unaccounted": report.rows_unaccounted,
         },

@@ -7,10 +7,10 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
-from quarantine_assets.defs.checks import dlq_table_checks, source_owner_check
 from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.defs.sensors import recycle_sensor
+from quarantine_assets.defs.table_checks import dlq_table_checks, source_owner_check
 
 SPLIT_JOB = "split_all"
 RECYCLE_JOB = "recycle_all"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -13,8 +14,8 @@ from quarantine_assets.engine.statuses import QUARANTINED
 
 # Columns the split adds to a row; everything else is the row itself.
 BOOKKEEPING_COLUMNS = (FAILED_RULES, RESCUED_DATA, SOURCE_FILE)
-# 128 bits: collisions stay near n^2/2^129, negligible at 10^9 rows (64-bit xxhash: ~3%).
-KEY_HEX_CHARS = 32
+# 96 bits per batch: two batches collide with odds near b^2/2^97, negligible at 10^9 batches.
+KEY_PREFIX_HEX_CHARS = 24
 
 
 @dataclass(frozen=True)
@@ -45,21 +46,17 @@ def row_payload(columns: list[str]) -> Column:
 def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
     """Each quarantined row as an inbox record.
 
-    The key hashes the source, the stream, the batch and the row's position in the batch, so
-    identical bad rows are all kept, and computing it needs neither the content nor a shuffle.
-    A replayed batch needs no stable key: its append is skipped as a whole (see `append_once`).
+    The key is the batch's prefix (a hash of source, stream and batch, computed once) and the row's
+    position in the batch: identical bad rows are all kept, and no row is hashed or shuffled. A
+    replayed batch needs no stable key: its append is skipped as a whole (see `append_once`).
     """
     rescued = F.col(RESCUED_DATA) if RESCUED_DATA in quarantined.columns else F.lit(None).cast("string")
     source_file = F.col(SOURCE_FILE) if SOURCE_FILE in quarantined.columns else F.lit(None).cast("string")
-    position = F.concat_ws(
-        "\u0001",
-        F.lit(provenance.source_table),
-        F.lit(provenance.stream_id),
-        F.lit(str(provenance.batch_id)),
-        F.monotonically_increasing_id().cast("string"),
-    )
+    batch = "\u0001".join((provenance.source_table, provenance.stream_id, str(provenance.batch_id)))
+    prefix = hashlib.sha256(batch.encode()).hexdigest()[:KEY_PREFIX_HEX_CHARS]
+    key = F.concat(F.lit(prefix + "-"), F.monotonically_increasing_id().cast("string"))
     return quarantined.select(
-        F.substring(F.sha2(position, 256), 1, KEY_HEX_CHARS).alias("_dlq_sk"),
+        key.alias("_dlq_sk"),
         F.lit(provenance.source_table).alias("_dlq_source_table"),
         F.lit(QUARANTINED).alias("_dlq_status"),
         F.current_timestamp().alias("_dlq_timestamp"),

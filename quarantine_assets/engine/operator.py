@@ -8,15 +8,16 @@ from datetime import timedelta
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
-from quarantine_assets.engine.recycled import validated_schema
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
 from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.validated import validated_schema
 from quarantine_assets.errors import OperatorError
 
 # Rows an operator may still change; recycled, discarded and exhausted rows are history.
@@ -54,18 +55,36 @@ def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_fi
     return rows
 
 
-def listing(rows: DataFrame) -> DataFrame:
-    return rows.select(*LISTED_COLUMNS, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp")
+def listing(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter, limit: int) -> DataFrame:
+    """The filtered rows, oldest first, at most `limit`, with the payload as JSON text."""
+    rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
+    return rows.select(*LISTED_COLUMNS, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp").limit(limit)
 
 
-def counts_by_rule_and_status(rows: DataFrame) -> DataFrame:
-    """One row per (source, failed rule, status); a row failing two rules counts under both."""
-    return (
+def inbox_row(spark: SparkSession, warehouse: Warehouse, dlq_table: str, key: str) -> dict[str, Any]:
+    """Every column of one row, the payload as JSON text."""
+    rows = inbox_rows(spark, warehouse, dlq_table, RowFilter()).where(F.col("_dlq_sk") == key)
+    row = rows.withColumn("_row_data", F.to_json("_row_data")).first()
+    if row is None:
+        raise OperatorError(codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {dlq_table}", field=key)
+    return row.asDict()
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    counts: list[Row]  # one per (source, failed rule, status); a row failing two rules counts under both
+    oldest_quarantined_age: timedelta | None
+
+
+def queue_stats(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter) -> QueueStats:
+    rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
+    counts = (
         rows.select("_dlq_source_table", "_dlq_status", F.explode_outer("_dlq_failed_rules.name").alias("rule"))
         .groupBy("_dlq_source_table", "rule", "_dlq_status")
         .count()
         .orderBy("_dlq_source_table", "rule", "_dlq_status")
     )
+    return QueueStats(counts.collect(), oldest_quarantined_age(rows))
 
 
 def oldest_quarantined_age(rows: DataFrame) -> timedelta | None:
@@ -89,17 +108,19 @@ def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualit
     for key in keys:
         row = found.get(key)
         if row is None:
-            raise OperatorError("QA-OPS-001", f"no DLQ row with key {key} in {action.quarantine.dlq_table}", field=key)
+            raise OperatorError(
+                codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {action.quarantine.dlq_table}", field=key
+            )
         if row["_dlq_source_table"] != source_table:
             raise OperatorError(
-                "QA-OPS-002",
+                codes.OTHER_SOURCES_ROW,
                 f"row {key} belongs to {row['_dlq_source_table']}, not {source_table}; "
                 "an update is scoped to one source",
                 field=key,
             )
         if row["_dlq_status"] not in OPEN_STATUSES:
             raise OperatorError(
-                "QA-OPS-003",
+                codes.ROW_CLOSED,
                 f"row {key} is {row['_dlq_status']}; only {' or '.join(OPEN_STATUSES)} rows can change",
                 field=key,
             )
@@ -110,7 +131,9 @@ def _checked_fields(fields: dict[str, Any], allowed: list[str]) -> dict[str, Any
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise OperatorError(
-            "QA-OPS-004", f"unknown field(s) {unknown}; the validated table has {allowed}", field=",".join(unknown)
+            codes.UNKNOWN_FIELD,
+            f"unknown field(s) {unknown}; the validated table has {allowed}",
+            field=",".join(unknown),
         )
     return fields
 
@@ -127,7 +150,9 @@ def fix_rows(
 ) -> int:
     """Set fields in, or replace, each row's payload and mark it fixed. All or nothing."""
     if (set_fields is None) == (payload is None):
-        raise OperatorError("QA-OPS-005", "give either fields to set or a whole payload, not both or neither")
+        raise OperatorError(
+            codes.FIX_NEEDS_ONE_CHANGE, "give either fields to set or a whole payload, not both or neither"
+        )
     current = _open_payloads(spark, warehouse, action, keys)
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
@@ -149,7 +174,7 @@ def discard_rows(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str], *, reason: str, by: str
 ) -> int:
     if not reason.strip():
-        raise OperatorError("QA-OPS-006", "a discard needs a reason")
+        raise OperatorError(codes.DISCARD_NEEDS_REASON, "a discard needs a reason")
     _open_payloads(spark, warehouse, action, keys)
     updates = spark.createDataFrame([(key,) for key in keys], "_dlq_sk STRING")
     return _update_open_rows(
@@ -184,14 +209,16 @@ def action_for_source(actions: list[DataQualityAction], source_table: str) -> Da
         if action.quarantine is not None and action.quarantine.source_table == source_table:
             return action
     known = sorted(a.quarantine.source_table for a in actions if a.quarantine is not None)
-    raise OperatorError("QA-OPS-007", f"no quarantine action owns source table {source_table}; known: {known}")
+    raise OperatorError(codes.UNKNOWN_SOURCE, f"no quarantine action owns source table {source_table}; known: {known}")
 
 
 def parse_json_object(text: str, field: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise OperatorError("QA-OPS-005", f"{field} is not valid JSON: {error}", field=field) from None
+        raise OperatorError(codes.NOT_A_JSON_OBJECT, f"{field} is not valid JSON: {error}", field=field) from None
     if not isinstance(value, dict):
-        raise OperatorError("QA-OPS-005", f"{field} must be a JSON object, got {type(value).__name__}", field=field)
+        raise OperatorError(
+            codes.NOT_A_JSON_OBJECT, f"{field} must be a JSON object, got {type(value).__name__}", field=field
+        )
     return value

@@ -13,7 +13,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_to_dlq_table, retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
-from quarantine_assets.engine.streams import add_counts, run_available_now
+from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 
@@ -45,10 +45,6 @@ def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
     )
 
 
-def outbox_writer_id(action: DataQualityAction, stream_id: str) -> str:
-    return f"quarantine_assets/{action.owner}/{OUTBOX_STREAM}/{stream_id}"
-
-
 def send_batch_to_outbox(
     spark: SparkSession,
     changes: DataFrame,
@@ -77,7 +73,7 @@ def send_batch_to_outbox(
         outbox = warehouse.path(action.quarantine.outbox_table)
         # Counted first, on the cached rows: changes without a fixed row leave both tables alone.
         sent = fixed.count() and append_to_dlq_table(
-            spark, outbox_rows, outbox, outbox_writer_id(action, stream_id), batch_id
+            spark, outbox_rows, outbox, writer_id(action, OUTBOX_STREAM, stream_id), batch_id
         )
         if sent:
             _mark_recycled(spark, warehouse.path(action.quarantine.dlq_table), fixed, source_table, run_id)
@@ -109,20 +105,13 @@ def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, sour
 def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:
     """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
     require_healthy_dlq(warehouse, action)
-    total = OutboxReport()
 
-    def on_batch(changes: DataFrame, batch_id: int, stream_id: str) -> None:
-        add_counts(total, send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, run_id))
+    def process(changes: DataFrame, batch_id: int, stream_id: str) -> OutboxReport:
+        return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, run_id)
 
-    changes = (
-        spark.readStream.format("delta")
-        .option("readChangeFeed", "true")
-        .load(str(warehouse.path(action.quarantine.dlq_table)))
-    )
-    run_available_now(
-        changes, on_batch, warehouse.checkpoint(action.key, OUTBOX_STREAM), f"{action.key}_{OUTBOX_STREAM}"
-    )
-    return total
+    inbox = warehouse.path(action.quarantine.inbox_table)
+    changes = spark.readStream.format("delta").option("readChangeFeed", "true").load(str(inbox))
+    return run_action_stream(changes, action, warehouse, OUTBOX_STREAM, process, OutboxReport())
 
 
 def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:

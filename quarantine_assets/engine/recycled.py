@@ -16,10 +16,10 @@ from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
-from quarantine_assets.engine.streams import add_counts, run_available_now
+from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.errors import MissingTableError
+from quarantine_assets.engine.validated import validated_schema
 
 RECYCLED_STREAM = "recycled"
 PAYLOAD_TYPE_RULE = "payload_type"
@@ -32,7 +32,7 @@ UNACCOUNTED = "unaccounted"
 @dataclass
 class RecycleReport:
     batches: int = 0
-    rows_recycled: int = 0  # re-validated and appended to the validated table
+    rows_landed: int = 0  # re-validated and appended to the validated table
     rows_requarantined: int = 0  # failed again: back in the inbox
     rows_exhausted: int = 0  # failed again at the attempt cap: closed
     rows_already_landed: int = 0  # passed, but an earlier landing already appended them: not appended again
@@ -73,22 +73,6 @@ def payload_type_failures(schema: StructType) -> Column:
     return F.filter(F.array(*failures), lambda failure: failure.isNotNull())
 
 
-def recycled_writer_id(action: DataQualityAction, stream_id: str) -> str:
-    return f"quarantine_assets/{action.owner}/{RECYCLED_STREAM}/{stream_id}"
-
-
-def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> StructType:
-    path = warehouse.path(action.target_table)
-    if not DeltaTable.isDeltaTable(spark, str(path)):
-        raise MissingTableError(
-            "QA-TBL-002",
-            f"validated table {action.target_table} does not exist yet (expected at {path}); "
-            "materialize the split first",
-            file=action.config_file,
-        )
-    return spark.read.format("delta").load(str(path)).schema
-
-
 def recycle_batch(
     spark: SparkSession,
     outbox_rows: DataFrame,
@@ -118,7 +102,7 @@ def recycle_batch(
         append_once(
             outcomes.where(F.col("_outcome") == LANDS).select(*[quote(f.name) for f in schema]),
             warehouse.path(action.target_table),
-            recycled_writer_id(action, stream_id),
+            writer_id(action, RECYCLED_STREAM, stream_id),
             batch_id,
         )
         outcomes.unpersist()
@@ -127,7 +111,7 @@ def recycle_batch(
     count = {row["_outcome"]: row["count"] for row in counts}
     return RecycleReport(
         batches=1,
-        rows_recycled=count.get(LANDS, 0),
+        rows_landed=count.get(LANDS, 0),
         rows_requarantined=count.get(QUARANTINED, 0),
         rows_exhausted=count.get(EXHAUSTED, 0),
         rows_already_landed=count.get(ALREADY_LANDED, 0),
@@ -204,21 +188,12 @@ def _landing_outcomes(
     return rows.withColumn("_outcome", outcome)
 
 
-def run_recycled(
-    spark: SparkSession,
-    action: DataQualityAction,
-    warehouse: Warehouse,
-    run_id: str,
-) -> RecycleReport:
+def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> RecycleReport:
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
     require_healthy_dlq(warehouse, action)
-    total = RecycleReport()
 
-    def on_batch(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> None:
-        add_counts(total, recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, run_id))
+    def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
+        return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, run_id)
 
     outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
-    run_available_now(
-        outbox, on_batch, warehouse.checkpoint(action.key, RECYCLED_STREAM), f"{action.key}_{RECYCLED_STREAM}"
-    )
-    return total
+    return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport())

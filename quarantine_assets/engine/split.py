@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 
+from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows
@@ -22,7 +23,7 @@ from quarantine_assets.engine.rules import (
     with_failed_rules,
 )
 from quarantine_assets.engine.source import read_source_stream
-from quarantine_assets.engine.streams import add_counts, observed_metrics, run_available_now
+from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import DataQualityFailure
@@ -41,10 +42,6 @@ class SplitReport:
     rows_dropped: int = 0  # mode dqe: gone, as the reference does
     rows_held_in_inbox: int = 0  # rows the inbox commit of each batch wrote, by Delta's count
     failures_per_rule: Counter = field(default_factory=Counter)
-
-
-def split_writer_id(action: DataQualityAction, stream_id: str) -> str:
-    return f"quarantine_assets/{action.owner}/{SPLIT_STREAM}/{stream_id}"
 
 
 def split_batch(
@@ -68,11 +65,11 @@ def split_batch(
     if with_action(rules, "fail"):
         _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
     kept = passes_all(with_action(rules, "drop"))
-    writer_id = split_writer_id(action, stream_id)
+    writer = writer_id(action, SPLIT_STREAM, stream_id)
     target = warehouse.path(action.target_table)
     observation = Observation(f"split_{action.key}_{batch_id}")
     validated = batch.observe(observation, *count_columns(rules)).where(kept).drop(*BOOKKEEPING_COLUMNS)
-    append_once(validated, target, writer_id, batch_id)
+    append_once(validated, target, writer, batch_id)
     metrics = observed_metrics(observation)
     # None: Delta skipped the append of a batch it had committed before a crash; count it again.
     counts = counts_from(metrics, rules) if metrics is not None else batch_counts(batch, rules)
@@ -88,11 +85,11 @@ def split_batch(
             batch_id=batch_id,
         )
         records = inbox_records(with_failed_rules(batch.where(~kept), rules), provenance)
-        held = append_to_dlq_table(spark, records, warehouse.path(action.quarantine.dlq_table), writer_id, batch_id)
+        held = append_to_dlq_table(spark, records, warehouse.path(action.quarantine.dlq_table), writer, batch_id)
     return SplitReport(
         batches=1,
         rows_read=counts.rows,
-        rows_validated=committed_rows(target, writer_id, batch_id) or 0,
+        rows_validated=committed_rows(target, writer, batch_id) or 0,
         rows_quarantined=rejected_count if action.quarantine is not None else 0,
         rows_dropped=0 if action.quarantine is not None else rejected_count,
         rows_held_in_inbox=held,
@@ -105,7 +102,7 @@ def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQuality
     if counts.fail_rule_violations:
         failed = [rule.name for rule in with_action(rules, "fail") if counts.failures_per_rule[rule.name]]
         raise DataQualityFailure(
-            "QA-DQ-001",
+            codes.FAIL_RULE_VIOLATED,
             f"{counts.fail_rule_violations} row(s) violate fail rule(s) {failed} in batch {batch_id}; "
             "nothing from this batch was written",
             file=action.config_file,
@@ -117,15 +114,9 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
     if action.quarantine is not None:
         require_healthy_dlq(warehouse, action)
-    total = SplitReport()
 
-    def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
-        add_counts(total, split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id))
+    def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
+        return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
 
-    run_available_now(
-        read_source_stream(spark, action.source, warehouse),
-        on_batch,
-        warehouse.checkpoint(action.key, SPLIT_STREAM),
-        query_name=f"{action.key}_{SPLIT_STREAM}",
-    )
-    return total
+    stream = read_source_stream(spark, action.source, warehouse)
+    return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport())

@@ -5,9 +5,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.tables import Warehouse
+
+Report = TypeVar("Report")
 
 
 def run_available_now(
@@ -57,6 +63,31 @@ def observed_metrics(observation: Observation) -> dict | None:
     if not observation._jo.future().isCompleted():
         return None
     return observation.get
+
+
+def writer_id(action: DataQualityAction, stream_name: str, stream_id: str) -> str:
+    """The Delta transaction id of one action's stream: appends are idempotent on (writer id, batch id)."""
+    return f"quarantine_assets/{action.owner}/{stream_name}/{stream_id}"
+
+
+def run_action_stream(
+    stream: DataFrame,
+    action: DataQualityAction,
+    warehouse: Warehouse,
+    stream_name: str,
+    process_batch: Callable[[DataFrame, int, str], Report],
+    total: Report,
+) -> Report:
+    """Every micro-batch new since the action's `stream_name` checkpoint, through
+    `process_batch(batch, batch_id, stream_id)`; the batches' reports are added up into `total`."""
+
+    def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
+        add_counts(total, process_batch(batch, batch_id, stream_id))
+
+    run_available_now(
+        stream, on_batch, warehouse.checkpoint(action.key, stream_name), query_name=f"{action.key}_{stream_name}"
+    )
+    return total
 
 
 def add_counts(total, part) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
-from quarantine_assets.config.models import OUTBOX_SUFFIX
+from deltalake import DeltaTable
+
+from quarantine_assets.config.models import outbox_table
 
 if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
     from pyspark.sql import SparkSession
@@ -86,9 +87,11 @@ def inbox_ddl(warehouse: Warehouse, dlq_table: str) -> str:
 
 def outbox_ddl(warehouse: Warehouse, dlq_table: str) -> str:
     columns = OUTBOX_CORE_COLUMNS | OUTBOX_CONTEXT_COLUMNS
-    return _ddl(warehouse.path(dlq_table + OUTBOX_SUFFIX), columns, OUTBOX_PROPERTIES)
+    return _ddl(warehouse.path(outbox_table(dlq_table)), columns, OUTBOX_PROPERTIES)
 
 
 def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: str) -> None:
-    spark.sql(inbox_ddl(warehouse, dlq_table))
-    spark.sql(outbox_ddl(warehouse, dlq_table))
+    """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
+    for table, ddl in ((dlq_table, inbox_ddl), (outbox_table(dlq_table), outbox_ddl)):
+        if not DeltaTable.is_deltatable(str(warehouse.path(table))):
+            spark.sql(ddl(warehouse, dlq_table))

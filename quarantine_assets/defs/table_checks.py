@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetKey,
     multi_asset_check,
 )
@@ -18,6 +18,7 @@ from dagster import (
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.engine.ownership import SINGLE_SOURCE_OWNER, source_owner
 from quarantine_assets.engine.table_health import (
     CHANGE_DATA_FEED,
     DELETION_VECTORS,
@@ -27,13 +28,11 @@ from quarantine_assets.engine.table_health import (
     OUTBOX_ROLE,
     ROW_TRACKING,
     SCHEMA,
-    SINGLE_SOURCE_OWNER,
     DlqRole,
     Finding,
     checks_for,
     outbox_exists,
     run_check,
-    source_owner,
 )
 from quarantine_assets.engine.tables import CLUSTERING_COLUMN, Warehouse
 

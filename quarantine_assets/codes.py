@@ -1,0 +1,65 @@
+"""Every stable code this project reports, each with one meaning. Operators grep and alert on them,
+so a code is never renumbered or reused; the README's table of codes is checked against this one."""
+
+from __future__ import annotations
+
+REGISTRY: dict[str, str] = {}
+
+
+def _code(code: str, meaning: str) -> str:
+    if code in REGISTRY:
+        raise ValueError(f"{code} is registered twice")
+    REGISTRY[code] = meaning
+    return code
+
+
+# Configuration: reported with the file and field, before anything runs.
+YAML_UNREADABLE = _code("QA-CFG-001", "a config file does not parse, or its top level has the wrong shape")
+STRUCTURE = _code(
+    "QA-CFG-002", "a required key is missing or mistyped, the view chain is broken, or a source is unsupported"
+)
+UNKNOWN_TOKEN = _code("QA-CFG-003", "a ${token} is not defined, or is defined in terms of itself")
+SECRET_UNSET = _code("QA-CFG-004", "a ${secret:scope/key} is malformed or its environment variable is unset")
+BUILTIN_TOKEN_SHADOWED = _code("QA-CFG-005", "warning: a substitutions file sets a built-in token")
+BAD_MODE = _code("QA-CFG-010", "mode is neither dqe nor quarantine")
+QUARANTINE_BLOCK_MISSING = _code("QA-CFG-011", "mode quarantine without a quarantine mapping")
+QUARANTINE_BLOCK_UNEXPECTED = _code("QA-CFG-012", "a quarantine mapping while mode is dqe or omitted")
+BAD_DLQ_TABLE = _code("QA-CFG-013", "quarantine.dlq_table is missing or not catalog.schema.table")
+BAD_SOURCE_TABLE = _code("QA-CFG-014", "quarantine.source_table is missing or not catalog.schema.table")
+BAD_READ_MODE = _code("QA-CFG-015", "quarantine mode with a readMode other than stream")
+EXPECTATIONS_MISSING = _code("QA-CFG-016", "expectations_file is not set or not found")
+EXPECTATIONS_EMPTY = _code("QA-CFG-017", "the expectations file holds no rules")
+EXPECTATION_MALFORMED = _code(
+    "QA-CFG-018", "a rule without name or expression, with an unknown action, or with a duplicate name"
+)
+ACTION_COERCED_TO_DROP = _code("QA-CFG-019", "warning: a warn or fail rule acts as drop in quarantine mode")
+SHARED_DLQ_SOURCE = _code("QA-CFG-020", "two quarantine actions share a dlq_table and a source_table")
+DUPLICATE_ACTION_NAME = _code("QA-CFG-021", "two data_quality actions share a name (the asset key)")
+RULE_UNPARSEABLE = _code("QA-CFG-022", "Spark cannot parse a rule expression")
+DLQ_IS_TARGET = _code("QA-CFG-023", "a DLQ inbox or outbox is also a validated target table")
+BAD_MAX_ATTEMPTS = _code("QA-CFG-024", "quarantine.max_attempts is not a positive whole number")
+
+# Tables: the run stops before anything is written.
+DLQ_TABLE_MISSING = _code("QA-TBL-001", "a DLQ inbox or outbox does not exist; create it with create-tables")
+VALIDATED_TABLE_MISSING = _code("QA-TBL-002", "the validated table does not exist yet; run the split first")
+DLQ_WOULD_LOSE_ROWS = _code(
+    "QA-TBL-003", "a DLQ table would lose rows: change feed, row tracking or deletion vectors off, or a column wrong"
+)
+
+# Data quality (dqe mode).
+FAIL_RULE_VIOLATED = _code("QA-DQ-001", "a fail rule was violated; nothing of the batch was written")
+
+# Operator commands: refused, nothing changed.
+UNKNOWN_KEY = _code("QA-OPS-001", "no DLQ row has this key")
+OTHER_SOURCES_ROW = _code("QA-OPS-002", "the row belongs to another source_table; a change is scoped to one source")
+ROW_CLOSED = _code("QA-OPS-003", "the row is recycled, discarded or exhausted; only quarantined or fixed rows change")
+UNKNOWN_FIELD = _code("QA-OPS-004", "a field to set is not a column of the validated table")
+FIX_NEEDS_ONE_CHANGE = _code("QA-OPS-005", "a fix needs fields to set or a whole payload, not both and not neither")
+DISCARD_NEEDS_REASON = _code("QA-OPS-006", "a discard needs a reason")
+UNKNOWN_SOURCE = _code("QA-OPS-007", "no quarantine action owns this source_table")
+DLQ_AMBIGUOUS = _code("QA-OPS-008", "the configs name several DLQs; choose one with --dlq")
+NOT_A_JSON_OBJECT = _code("QA-OPS-009", "a payload or set_fields text is not valid JSON, or not a JSON object")
+BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set item is not field=value")
+
+# Runs.
+RUN_FAILED = _code("QA-RUN-001", "a Dagster run started by a command failed; the message names its failed steps")

@@ -1,0 +1,88 @@
+"""One owner per source_table in a shared DLQ, read from the inbox change feed with delta-rs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.delta_log import CHANGE_DATA_FEED_PROPERTY, change_feed_start, is_true
+from quarantine_assets.engine.schema_types import column_types
+from quarantine_assets.engine.table_health import (
+    CHANGE_DATA_FEED,
+    ERROR,
+    INBOX_ROLE,
+    WARN,
+    Finding,
+    missing_table_finding,
+    read_table_state,
+    state_metadata,
+)
+from quarantine_assets.engine.tables import CLUSTERING_COLUMN, Warehouse
+
+SINGLE_SOURCE_OWNER = "single_source_owner"
+OWNER_COLUMN = "_dlq_action"
+
+
+def source_owners(inbox_path: Path, source_table: str) -> set[str]:
+    """Every `_dlq_action` that inserted rows for `source_table` since the change feed was last turned on.
+
+    The change feed, not the current rows: delta-rs cannot read rows of a table with deletion
+    vectors, and an owner whose rows were since deleted still shares the slice. Empty when the
+    table has no `_dlq_action` column (rows do not say who wrote them); raises DeltaError when
+    the change feed is off or unreadable.
+    """
+    delta_table = DeltaTable(str(inbox_path))
+    if OWNER_COLUMN not in column_types(delta_table):
+        return set()
+    quoted = source_table.replace("'", "''")
+    changes = delta_table.load_cdf(
+        starting_version=change_feed_start(inbox_path, delta_table.version()),
+        columns=[CLUSTERING_COLUMN, OWNER_COLUMN],
+        predicate=f"_change_type = 'insert' AND {CLUSTERING_COLUMN} = '{quoted}'",
+    )
+    # Nulls dropped before unique(): on string_view columns pyarrow turns a null into "".
+    return set(pc.drop_null(pa.table(changes).column(OWNER_COLUMN)).unique().to_pylist())
+
+
+def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
+    """A source_table has one owner across every code location and deployment sharing the DLQ."""
+    dlq_table, source_table = action.quarantine.dlq_table, action.quarantine.source_table
+    state = read_table_state(warehouse, dlq_table)
+    if state is None:
+        return missing_table_finding(warehouse, dlq_table, INBOX_ROLE, SINGLE_SOURCE_OWNER)
+    seen = state_metadata(state) | {"source_table": source_table, "expected_owner": action.owner, "owners_seen": []}
+
+    def unverifiable(reason: str) -> Finding:
+        return Finding(
+            SINGLE_SOURCE_OWNER, False, WARN, f"ownership of {source_table} cannot be verified: {reason}", seen
+        )
+
+    if OWNER_COLUMN not in state.columns:
+        return unverifiable(
+            f"{dlq_table} has no {OWNER_COLUMN} column, so rows do not say which action wrote them; "
+            f"add it with: ALTER TABLE delta.`{state.path}` ADD COLUMNS ({OWNER_COLUMN} STRING)"
+        )
+    if not is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
+        return unverifiable(f"the change feed of {dlq_table} is off (see the {CHANGE_DATA_FEED} check)")
+    try:
+        owners = source_owners(state.path, source_table)
+    except DeltaError as error:
+        return unverifiable(f"the change feed of {dlq_table} is unreadable: {error}")
+    others = sorted(owners - {action.owner})
+    seen |= {"owners_seen": sorted(owners)}
+    if others:
+        return Finding(
+            SINGLE_SOURCE_OWNER,
+            False,
+            ERROR,
+            f"{dlq_table} holds rows for {source_table} written by {others}, not only by {action.owner}: "
+            "both actions recycle the same slice, so each one's fixed rows can reach the other's target. "
+            "Give each action its own quarantine.source_table",
+            seen,
+        )
+    return Finding(SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {dlq_table}", seen)
