@@ -34,7 +34,7 @@ from quarantine_assets.engine.operator import (
     parse_json_object,
     queue_stats,
 )
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl
+from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import default_warehouse
 
@@ -104,6 +104,11 @@ def _print_problems(problems) -> None:
         )
 
 
+def _print_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        errors.print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
+
+
 def _print_rows(rows: list, columns: list[str], title: str) -> None:
     table = Table(title=title)
     for column in columns:
@@ -114,11 +119,17 @@ def _print_rows(rows: list, columns: list[str], title: str) -> None:
 
 
 @app.command()
-def ddl(context: typer.Context) -> None:
+def ddl(
+    context: typer.Context,
+    core: Annotated[
+        bool, typer.Option("--core", help="Only seed 000's columns, in the reference's exact statement.")
+    ] = False,
+) -> None:
     """Print the CREATE TABLE statements for every DLQ inbox and outbox the configs name."""
     workspace: Workspace = context.obj
     for dlq_table in workspace.project.dlq_tables:
-        inbox, outbox = inbox_ddl(workspace.warehouse, dlq_table), outbox_ddl(workspace.warehouse, dlq_table)
+        inbox = inbox_ddl(workspace.warehouse, dlq_table, core)
+        outbox = outbox_ddl(workspace.warehouse, dlq_table, core)
         console.print(f"-- inbox {dlq_table}\n{inbox};\n", markup=False, highlight=False)
         console.print(f"-- outbox {outbox_table(dlq_table)}\n{outbox};\n", markup=False, highlight=False)
 
@@ -132,6 +143,16 @@ def create_tables(context: typer.Context) -> None:
         create_dlq_tables(spark, workspace.warehouse, dlq_table)
         where = workspace.warehouse.path(dlq_table).parent
         console.print(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
+
+
+@app.command("upgrade-tables")
+def upgrade_tables(context: typer.Context) -> None:
+    """Add the context columns a DLQ lacks (one created from seed 000's DDL lacks them all), in place."""
+    workspace: Workspace = context.obj
+    spark = _spark()
+    for dlq_table in workspace.project.dlq_tables:
+        for table, added in upgrade_dlq_tables(spark, workspace.warehouse, dlq_table).items():
+            console.print(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
 
 
 @app.command()
@@ -220,7 +241,7 @@ def fix(
 ) -> None:
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
     workspace: Workspace = context.obj
-    changed = fix_rows(
+    result = fix_rows(
         _spark(),
         workspace.warehouse,
         workspace.action(source),
@@ -229,7 +250,8 @@ def fix(
         payload=parse_json_object(payload, "--payload") if payload is not None else None,
         by=by or getpass.getuser(),
     )
-    console.print(f"{changed} row(s) of {source} marked fixed")
+    _print_warnings(result.warnings)
+    console.print(f"{result.rows_changed} row(s) of {source} marked fixed")
 
 
 def _field_assignment(item: str) -> tuple[str, object]:
@@ -252,10 +274,11 @@ def discard(
 ) -> None:
     """Close rows that cannot be fixed, with a reason."""
     workspace: Workspace = context.obj
-    changed = discard_rows(
+    result = discard_rows(
         _spark(), workspace.warehouse, workspace.action(source), keys, reason=reason, by=by or getpass.getuser()
     )
-    console.print(f"{changed} row(s) of {source} discarded")
+    _print_warnings(result.warnings)
+    console.print(f"{result.rows_changed} row(s) of {source} discarded")
 
 
 def main() -> None:

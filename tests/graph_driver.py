@@ -18,7 +18,15 @@ from quarantine_assets.engine.tables import create_dlq_tables
 class Loop:
     """One action's graph in Dagster over a temporary warehouse, driven as an operator would."""
 
-    def __init__(self, spark, warehouse, tmp_path, max_attempts: int = 3, thresholds: HealthThresholds | None = None):
+    def __init__(
+        self,
+        spark,
+        warehouse,
+        tmp_path,
+        max_attempts: int = 3,
+        thresholds: HealthThresholds | None = None,
+        create_tables=create_dlq_tables,
+    ):
         action = orders_action()
         self.action = action.model_copy(
             update={"quarantine": action.quarantine.model_copy(update={"max_attempts": max_attempts})}
@@ -29,7 +37,7 @@ class Loop:
         self.defs = build_definitions(project, resources)
         self.instance = DagsterInstance.ephemeral()
         self.cursor = None
-        create_dlq_tables(spark, warehouse, self.action.quarantine.dlq_table)
+        create_tables(spark, warehouse, self.action.quarantine.dlq_table)
 
     def ingest(self, rows):
         self.spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(

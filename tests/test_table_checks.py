@@ -173,7 +173,9 @@ def test_a_missing_context_column_is_a_warning_that_blocks_nothing(spark, wareho
     assert result.success
     assert failures(evaluations) == {(INBOX, "schema"): "WARN"}
     assert metadata(evaluations[INBOX, "schema"], "missing_context_columns") == ["_dlq_run_id"]
-    assert "ADD COLUMNS (_dlq_run_id STRING)" in evaluations[INBOX, "schema"].description
+    description = evaluations[INBOX, "schema"].description
+    assert "without _dlq_run_id, rows do not name the run" in description
+    assert "quarantine-assets upgrade-tables" in description
     require_healthy_dlq(warehouse, ACTION)
 
 

@@ -74,6 +74,13 @@ def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
     return metadata
 
 
+def _reported(context: AssetExecutionContext, warnings: list[str]) -> dict:
+    """Warnings about a DLQ's missing context columns go to the run's log and to the metadata."""
+    for warning in warnings:
+        context.log.warning(warning)
+    return {"dlq_warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings))} if warnings else {}
+
+
 def split_asset(action: DataQualityAction):
     description = action.description or f"Split {action.name}: validated rows and quarantined rows, one scan."
 
@@ -91,7 +98,7 @@ def split_asset(action: DataQualityAction):
     ) -> Iterator[MaterializeResult | AssetCheckResult]:
         tables, session = warehouse.warehouse, spark.spark_session
         report = run_split(session, action, tables, context.run.run_id)
-        metadata = _split_metadata(action, report)
+        metadata = _split_metadata(action, report) | _reported(context, report.warnings)
         yield MaterializeResult(
             asset_key=asset_key(action, VALIDATED),
             metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.target_table)))},
@@ -130,7 +137,8 @@ def outbox_asset(action: DataQualityAction):
                 "batches": report.batches,
                 "rows_sent": report.rows_sent,
                 "path": MetadataValue.path(str(tables.path(quarantine.outbox_table))),
-            },
+            }
+            | _reported(context, report.warnings),
             check_results=[outbox_check_result(action, duplicate_outbox_keys(session, tables, action))],
         )
 
@@ -158,7 +166,8 @@ def recycled_asset(action: DataQualityAction):
                 "rows_requarantined": report.rows_requarantined,
                 "rows_exhausted": report.rows_exhausted,
                 "rows_already_landed": report.rows_already_landed,
-            },
+            }
+            | _reported(context, report.warnings),
             check_results=[recycled_check_result(action, report)],
         )
 

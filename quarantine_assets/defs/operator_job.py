@@ -31,9 +31,9 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
         action = action_for_source(actions, config.source_table)
         session, tables = spark.spark_session, warehouse.warehouse
         if config.discard_reason is not None:
-            changed = discard_rows(session, tables, action, config.keys, reason=config.discard_reason, by=config.by)
+            result = discard_rows(session, tables, action, config.keys, reason=config.discard_reason, by=config.by)
         else:
-            changed = fix_rows(
+            result = fix_rows(
                 session,
                 tables,
                 action,
@@ -42,7 +42,9 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
                 payload=parse_json_object(config.payload, "payload") if config.payload else None,
                 by=config.by,
             )
-        context.log.info(f"{changed} row(s) of {config.source_table} updated")
+        for warning in result.warnings:
+            context.log.warning(warning)
+        context.log.info(f"{result.rows_changed} row(s) of {config.source_table} updated")
 
     @job(name=OPERATOR_JOB, description="Fix or discard DLQ rows, scoped to one source table.")
     def dlq_operator():

@@ -16,6 +16,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
+from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
 from quarantine_assets.errors import OperatorError
@@ -58,7 +59,8 @@ def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_fi
 def listing(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter, limit: int) -> DataFrame:
     """The filtered rows, oldest first, at most `limit`, with the payload as JSON text."""
     rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
-    return rows.select(*LISTED_COLUMNS, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp").limit(limit)
+    listed = [column for column in LISTED_COLUMNS if column in rows.columns]
+    return rows.select(*listed, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp").limit(limit)
 
 
 def inbox_row(spark: SparkSession, warehouse: Warehouse, dlq_table: str, key: str) -> dict[str, Any]:
@@ -147,7 +149,7 @@ def fix_rows(
     set_fields: dict[str, Any] | None = None,
     payload: dict[str, Any] | None = None,
     by: str,
-) -> int:
+) -> OperatorResult:
     """Set fields in, or replace, each row's payload and mark it fixed. All or nothing."""
     if (set_fields is None) == (payload is None):
         raise OperatorError(
@@ -172,7 +174,7 @@ def fix_rows(
 
 def discard_rows(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str], *, reason: str, by: str
-) -> int:
+) -> OperatorResult:
     if not reason.strip():
         raise OperatorError(codes.DISCARD_NEEDS_REASON, "a discard needs a reason")
     _open_payloads(spark, warehouse, action, keys)
@@ -182,26 +184,33 @@ def discard_rows(
     )
 
 
+@dataclass(frozen=True)
+class OperatorResult:
+    rows_changed: int  # by the MERGE: a row closed by a racing writer since the checks is not counted
+    warnings: list[str]  # what this DLQ loses without its missing context columns
+
+
 def _update_open_rows(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, updates: DataFrame, values: dict, by: str
-) -> int:
+) -> OperatorResult:
     """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
-    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
+    columns = require_healthy_dlq(warehouse, action)
+    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.inbox_table)))
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
+    assignments = columns.inbox_values(
+        values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)}
+    )
     metrics = retry_on_conflict(
         lambda: (
             inbox.alias("dlq")
             .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
-            .whenMatchedUpdate(
-                condition=f"dlq._dlq_status IN ({statuses})",
-                set=values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)},
-            )
+            .whenMatchedUpdate(condition=f"dlq._dlq_status IN ({statuses})", set=assignments)
             .execute()
             .first()
         )
     )
-    # Rows the MERGE really changed: a row closed by a racing writer since the checks is not counted.
-    return metrics["num_updated_rows"]
+    warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
+    return OperatorResult(metrics["num_updated_rows"], warnings)
 
 
 def action_for_source(actions: list[DataQualityAction], source_table: str) -> DataQualityAction:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_to_dlq_table, retry_on_conflict
+from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
@@ -24,10 +25,16 @@ OUTBOX_STREAM = "outbox"
 class OutboxReport:
     batches: int = 0
     rows_sent: int = 0  # fixed rows handed to the outbox in this run
+    warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
 
 
-def same_attempt(target: str, source: str, source_table: str) -> str:
-    return scoped_key_condition(target, source, source_table) + f" AND {target}._dlq_attempt = {source}._dlq_attempt"
+def same_attempt(target: str, source: str, source_table: str, columns: DlqColumns) -> str:
+    """The same row, and the same attempt at it where the DLQ counts attempts."""
+    condition = scoped_key_condition(target, source, source_table)
+    if not columns.counts_attempts:
+        return condition
+    # A row quarantined before `upgrade-tables` added the column is on its first attempt.
+    return condition + f" AND coalesce({target}.{ATTEMPT}, 1) = coalesce({source}.{ATTEMPT}, 1)"
 
 
 def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
@@ -37,11 +44,12 @@ def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
     and a row fixed then discarded is not sent at all.
     """
     latest_first = Window.partitionBy("_dlq_sk").orderBy(F.col("_commit_version").desc())
+    attempt = F.coalesce(F.col(ATTEMPT), F.lit(1)) if ATTEMPT in changes.columns else F.lit(1)
     return (
         changes.where(F.col("_change_type").isin(*POST_IMAGES) & (F.col("_dlq_source_table") == source_table))
         .withColumn("_image_rank", F.row_number().over(latest_first))
         .where((F.col("_image_rank") == 1) & (F.col("_dlq_status") == FIXED))
-        .select("_dlq_sk", "_dlq_source_table", "_row_data", "_dlq_attempt")
+        .select("_dlq_sk", "_dlq_source_table", "_row_data", attempt.alias(ATTEMPT))
     )
 
 
@@ -52,6 +60,7 @@ def send_batch_to_outbox(
     stream_id: str,
     action: DataQualityAction,
     warehouse: Warehouse,
+    columns: DlqColumns,
     run_id: str,
 ) -> OutboxReport:
     """Append the batch's fixed rows to the outbox, then mark them recycled in the inbox.
@@ -76,27 +85,27 @@ def send_batch_to_outbox(
             spark, outbox_rows, outbox, writer_id(action, OUTBOX_STREAM, stream_id), batch_id
         )
         if sent:
-            _mark_recycled(spark, warehouse.path(action.quarantine.dlq_table), fixed, source_table, run_id)
+            _mark_recycled(spark, warehouse.path(action.quarantine.inbox_table), fixed, source_table, columns, run_id)
     finally:
         fixed.unpersist()
     return OutboxReport(batches=1, rows_sent=sent)
 
 
-def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, source_table: str, run_id: str) -> None:
+def _mark_recycled(
+    spark: SparkSession, inbox_path: Path, fixed: DataFrame, source_table: str, columns: DlqColumns, run_id: str
+) -> None:
     inbox = DeltaTable.forPath(spark, str(inbox_path))
+    values = {
+        "_dlq_status": F.lit(RECYCLED),
+        "_dlq_run_id": F.lit(run_id),
+        "_dlq_updated_at": F.current_timestamp(),
+        "_dlq_updated_by": F.lit(OUTBOX_STREAM),
+    }
     retry_on_conflict(
         lambda: (
             inbox.alias("dlq")
-            .merge(fixed.alias("new"), same_attempt("dlq", "new", source_table))
-            .whenMatchedUpdate(
-                condition=f"dlq._dlq_status = '{FIXED}'",
-                set={
-                    "_dlq_status": F.lit(RECYCLED),
-                    "_dlq_run_id": F.lit(run_id),
-                    "_dlq_updated_at": F.current_timestamp(),
-                    "_dlq_updated_by": F.lit(OUTBOX_STREAM),
-                },
-            )
+            .merge(fixed.alias("new"), same_attempt("dlq", "new", source_table, columns))
+            .whenMatchedUpdate(condition=f"dlq._dlq_status = '{FIXED}'", set=columns.inbox_values(values))
             .execute()
         )
     )
@@ -104,23 +113,25 @@ def _mark_recycled(spark: SparkSession, inbox_path: Path, fixed: DataFrame, sour
 
 def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:
     """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
-    require_healthy_dlq(warehouse, action)
+    columns = require_healthy_dlq(warehouse, action)
 
     def process(changes: DataFrame, batch_id: int, stream_id: str) -> OutboxReport:
-        return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, run_id)
+        return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, columns, run_id)
 
     inbox = warehouse.path(action.quarantine.inbox_table)
     changes = spark.readStream.format("delta").option("readChangeFeed", "true").load(str(inbox))
-    return run_action_stream(changes, action, warehouse, OUTBOX_STREAM, process, OutboxReport())
+    warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
+    return run_action_stream(changes, action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
 
 
 def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:
-    """Keys sent to the outbox more than once for the same attempt: each would recycle twice."""
+    """Keys sent to the outbox more than once for the same attempt (for the same key, where the
+    outbox does not count attempts): each would recycle twice."""
+    outbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
+    sent_once_by = ["_dlq_sk", ATTEMPT] if ATTEMPT in outbox.columns else ["_dlq_sk"]
     return (
-        spark.read.format("delta")
-        .load(str(warehouse.path(action.quarantine.outbox_table)))
-        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
-        .groupBy("_dlq_sk", "_dlq_attempt")
+        outbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)
+        .groupBy(*sent_once_by)
         .count()
         .where(F.col("count") > 1)
         .count()

@@ -22,7 +22,7 @@ from quarantine_assets.engine.table_health import (
     read_table_state,
     state_metadata,
 )
-from quarantine_assets.engine.tables import CLUSTERING_COLUMN, Warehouse
+from quarantine_assets.engine.tables import CLUSTERING_COLUMN, UPGRADE_TABLES_COMMAND, Warehouse
 
 SINGLE_SOURCE_OWNER = "single_source_owner"
 OWNER_COLUMN = "_dlq_action"
@@ -65,7 +65,7 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
     if OWNER_COLUMN not in state.columns:
         return unverifiable(
             f"{dlq_table} has no {OWNER_COLUMN} column, so rows do not say which action wrote them; "
-            f"add it with: ALTER TABLE delta.`{state.path}` ADD COLUMNS ({OWNER_COLUMN} STRING)"
+            f"add it in place with: {UPGRADE_TABLES_COMMAND}"
         )
     if not is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
         return unverifiable(f"the change feed of {dlq_table} is off (see the {CHANGE_DATA_FEED} check)")

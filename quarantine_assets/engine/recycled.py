@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_once, retry_on_conflict
+from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
@@ -37,6 +38,7 @@ class RecycleReport:
     rows_exhausted: int = 0  # failed again at the attempt cap: closed
     rows_already_landed: int = 0  # passed, but an earlier landing already appended them: not appended again
     rows_unaccounted: int = 0  # neither landed nor back in the inbox: should never happen
+    warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
 
 
 def variant_path(field: str) -> str:
@@ -56,17 +58,17 @@ def typed_columns(schema: StructType) -> list[Column]:
 def payload_type_failures(schema: StructType) -> Column:
     """A field that is present and not NULL but does not cast to its column type fails, never becomes NULL."""
     failures = []
-    for field in schema:
-        path = variant_path(field.name)
+    for column in schema:
+        path = variant_path(column.name)
         raw = F.variant_get("_row_data", path, "variant")
-        cast = F.try_variant_get("_row_data", path, field.dataType.simpleString())
+        cast = F.try_variant_get("_row_data", path, column.dataType.simpleString())
         mismatch = raw.isNotNull() & ~F.is_variant_null(raw) & cast.isNull()
         failures.append(
             F.when(
                 mismatch,
                 F.struct(
                     F.lit(PAYLOAD_TYPE_RULE).alias("name"),
-                    F.lit(f"{field.name} is {field.dataType.simpleString()}").alias("rule"),
+                    F.lit(f"{column.name} is {column.dataType.simpleString()}").alias("rule"),
                 ),
             )
         )
@@ -80,24 +82,29 @@ def recycle_batch(
     stream_id: str,
     action: DataQualityAction,
     warehouse: Warehouse,
+    columns: DlqColumns,
     run_id: str,
 ) -> RecycleReport:
     schema = validated_schema(spark, warehouse, action)
     rules = applicable_rules(action.rules, schema.fieldNames())
-    typed = outbox_rows.where(F.col("_dlq_source_table") == action.quarantine.source_table).select(
-        "_dlq_sk",
-        "_dlq_source_table",
-        "_dlq_attempt",
-        payload_type_failures(schema).alias("_type_failures"),
-        *typed_columns(schema),
+    typed = (
+        outbox_rows.alias("out")
+        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
+        .select(
+            "_dlq_sk",
+            "_dlq_source_table",
+            columns.attempt("out").alias(ATTEMPT),
+            payload_type_failures(schema).alias("_type_failures"),
+            *typed_columns(schema),
+        )
     )
     # Cached so that the MERGE, the landing join and the append read the outbox batch once.
     judged = typed.withColumn(FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules))).persist()
     landing = f"{RECYCLED_STREAM}:{stream_id}:{batch_id}"
     try:
-        inbox_path = warehouse.path(action.quarantine.dlq_table)
-        _settle_in_inbox(spark, inbox_path, judged, action, run_id, landing)
-        outcomes = _landing_outcomes(spark, inbox_path, judged, action, landing).persist()
+        inbox_path = warehouse.path(action.quarantine.inbox_table)
+        _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
+        outcomes = _landing_outcomes(spark, inbox_path, judged, action, columns, landing).persist()
         counts = outcomes.groupBy("_outcome").count().collect()
         append_once(
             outcomes.where(F.col("_outcome") == LANDS).select(*[quote(f.name) for f in schema]),
@@ -120,80 +127,103 @@ def recycle_batch(
 
 
 def _settle_in_inbox(
-    spark: SparkSession, inbox_path: Path, judged: DataFrame, action: DataQualityAction, run_id: str, landing: str
+    spark: SparkSession,
+    inbox_path: Path,
+    judged: DataFrame,
+    action: DataQualityAction,
+    columns: DlqColumns,
+    run_id: str,
+    landing: str,
 ) -> None:
     """One MERGE records each row's fate on its inbox row, which stays `recycled` until then.
 
     A passing row is stamped `_dlq_resolved_at` and the landing (stream and batch) once; a failing
-    row goes back to quarantined with attempt + 1. A replayed batch matches nothing new.
+    row goes back to quarantined with attempt + 1. A replayed batch matches nothing new. Without
+    the stamp columns a passing row is left as it is; without attempts a failing row is never exhausted.
     """
     max_attempts = action.quarantine.max_attempts
-    next_attempt = F.col("dlq._dlq_attempt") + 1
-    at_cap = next_attempt > max_attempts
-    unsettled = f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL"
-    touched = {"_dlq_run_id": F.lit(run_id), "_dlq_updated_at": F.current_timestamp()}
-    inbox = DeltaTable.forPath(spark, str(inbox_path))
-    retry_on_conflict(
-        lambda: (
-            inbox.alias("dlq")
-            .merge(judged.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table))
-            .whenMatchedUpdate(
-                condition=f"{unsettled} AND size(new.{FAILED_RULES}) = 0",
-                set=touched | {"_dlq_resolved_at": F.current_timestamp(), "_dlq_updated_by": F.lit(landing)},
-            )
-            .whenMatchedUpdate(
-                condition=unsettled,
-                set=touched
-                | {
-                    "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
-                    "_dlq_attempt": next_attempt,
-                    "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
-                    "_dlq_reason": F.when(
-                        at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")
-                    ),
-                    "_dlq_updated_by": F.lit(RECYCLED_STREAM),
-                },
-            )
-            .execute()
-        )
+    next_attempt = columns.attempt("dlq") + 1
+    at_cap = next_attempt > max_attempts if columns.counts_attempts else F.lit(False)
+    unsettled = f"dlq._dlq_status = '{RECYCLED}'" + (
+        " AND dlq._dlq_resolved_at IS NULL" if columns.stamps_landings else ""
     )
+    touched = {"_dlq_run_id": F.lit(run_id), "_dlq_updated_at": F.current_timestamp()}
+    landed = touched | {"_dlq_resolved_at": F.current_timestamp(), "_dlq_updated_by": F.lit(landing)}
+    failed_again = touched | {
+        "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
+        **({ATTEMPT: next_attempt} if columns.counts_attempts else {}),
+        "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
+        "_dlq_reason": F.when(at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")),
+        "_dlq_updated_by": F.lit(RECYCLED_STREAM),
+    }
+    merge = (
+        DeltaTable.forPath(spark, str(inbox_path))
+        .alias("dlq")
+        .merge(judged.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table, columns))
+    )
+    if columns.stamps_landings:
+        merge = merge.whenMatchedUpdate(
+            condition=f"{unsettled} AND size(new.{FAILED_RULES}) = 0", set=columns.inbox_values(landed)
+        )
+    merge = merge.whenMatchedUpdate(
+        condition=f"{unsettled} AND size(new.{FAILED_RULES}) > 0", set=columns.inbox_values(failed_again)
+    )
+    retry_on_conflict(merge.execute)
 
 
 def _landing_outcomes(
-    spark: SparkSession, inbox_path: Path, judged: DataFrame, action: DataQualityAction, landing: str
+    spark: SparkSession,
+    inbox_path: Path,
+    judged: DataFrame,
+    action: DataQualityAction,
+    columns: DlqColumns,
+    landing: str,
 ) -> DataFrame:
     """Each row's outcome, read back from the inbox: only rows this landing stamped are appended,
-    so a row landed by an earlier stream (a reset checkpoint) is never appended twice."""
+    so a row landed by an earlier stream (a reset checkpoint) is never appended twice.
+
+    Without the stamp, a passing row lands and a failing one is back in the inbox: the append's
+    transaction id still keeps a replayed batch from landing twice.
+    """
+    passed = F.size(FAILED_RULES) == 0
+    if not columns.stamps_landings:
+        return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED)))
     settled = (
         spark.read.format("delta")
         .load(str(inbox_path))
+        .alias("settled")
         .where(F.col("_dlq_source_table") == action.quarantine.source_table)
         .select(
             "_dlq_sk",
-            F.col("_dlq_attempt").alias("_settled_attempt"),
+            _settled_attempt(columns),
             "_dlq_status",
             "_dlq_resolved_at",
             "_dlq_updated_by",
         )
     )
     rows = judged.join(settled, "_dlq_sk", "left")
-    passed = F.size(FAILED_RULES) == 0
-    same_attempt_row = F.col("_settled_attempt") == F.col("_dlq_attempt")
+    same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
+    next_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT) + (1 if columns.counts_attempts else 0)
     outcome = (
         F.when(passed & same_attempt_row & (F.col("_dlq_updated_by") == landing), F.lit(LANDS))
         .when(passed & same_attempt_row & F.col("_dlq_resolved_at").isNotNull(), F.lit(ALREADY_LANDED))
-        .when(~passed & (F.col("_settled_attempt") == F.col("_dlq_attempt") + 1), F.col("_dlq_status"))
+        .when(~passed & next_attempt_row, F.col("_dlq_status"))
         .otherwise(F.lit(UNACCOUNTED))
     )
     return rows.withColumn("_outcome", outcome)
 
 
+def _settled_attempt(columns: DlqColumns) -> Column:
+    return columns.attempt("settled").alias("_settled_attempt")
+
+
 def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> RecycleReport:
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
-    require_healthy_dlq(warehouse, action)
+    columns = require_healthy_dlq(warehouse, action)
 
     def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
-        return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, run_id)
+        return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, columns, run_id)
 
     outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
-    return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport())
+    warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
+    return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport(warnings=warnings))

@@ -58,6 +58,8 @@ def spark_config(master: str | None = None) -> dict[str, str]:
             "spark.app.name": "quarantine_assets",
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            # Seed 000's DDL has no USING clause: on Databricks every table is Delta, so here too.
+            "spark.sql.sources.default": "delta",
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),

@@ -42,6 +42,7 @@ class SplitReport:
     rows_dropped: int = 0  # mode dqe: gone, as the reference does
     rows_held_in_inbox: int = 0  # rows the inbox commit of each batch wrote, by Delta's count
     failures_per_rule: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
 
 
 def split_batch(
@@ -112,11 +113,13 @@ def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQuality
 
 def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> SplitReport:
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
+    warnings = []
     if action.quarantine is not None:
-        require_healthy_dlq(warehouse, action)
+        columns = require_healthy_dlq(warehouse, action)
+        warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
         return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
 
     stream = read_source_stream(spark, action.source, warehouse)
-    return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport())
+    return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))

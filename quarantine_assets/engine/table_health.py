@@ -16,15 +16,19 @@ from deltalake.exceptions import TableNotFoundError
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction, outbox_table
 from quarantine_assets.engine.delta_log import CHANGE_DATA_FEED_PROPERTY, clustering_columns, is_true
+from quarantine_assets.engine.dlq_columns import DlqColumns
 from quarantine_assets.engine.schema_types import column_types, expected_column, render_column
 from quarantine_assets.engine.tables import (
     CLUSTERING_COLUMN,
     INBOX_CONTEXT_COLUMNS,
+    INBOX_CONTEXT_LOSSES,
     INBOX_CORE_COLUMNS,
     INBOX_PROPERTIES,
     OUTBOX_CONTEXT_COLUMNS,
+    OUTBOX_CONTEXT_LOSSES,
     OUTBOX_CORE_COLUMNS,
     OUTBOX_PROPERTIES,
+    UPGRADE_TABLES_COMMAND,
     Warehouse,
 )
 from quarantine_assets.errors import MissingTableError, UnhealthyTableError
@@ -62,10 +66,11 @@ class DlqRole:
     core_columns: dict[str, str]
     context_columns: dict[str, str]
     properties: dict[str, str]
+    context_losses: dict[str, str]  # what the DLQ loses without each context column
 
 
-INBOX_ROLE = DlqRole("inbox", INBOX_CORE_COLUMNS, INBOX_CONTEXT_COLUMNS, INBOX_PROPERTIES)
-OUTBOX_ROLE = DlqRole("outbox", OUTBOX_CORE_COLUMNS, OUTBOX_CONTEXT_COLUMNS, OUTBOX_PROPERTIES)
+INBOX_ROLE = DlqRole("inbox", INBOX_CORE_COLUMNS, INBOX_CONTEXT_COLUMNS, INBOX_PROPERTIES, INBOX_CONTEXT_LOSSES)
+OUTBOX_ROLE = DlqRole("outbox", OUTBOX_CORE_COLUMNS, OUTBOX_CONTEXT_COLUMNS, OUTBOX_PROPERTIES, OUTBOX_CONTEXT_LOSSES)
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,10 @@ def run_check(warehouse: Warehouse, table: str, role: DlqRole, check: str) -> Fi
 
 def table_findings(warehouse: Warehouse, table: str, role: DlqRole) -> list[Finding]:
     """Every check of the role from one read of the log; a missing table is the only finding."""
-    state = read_table_state(warehouse, table)
+    return _findings(warehouse, table, role, read_table_state(warehouse, table))
+
+
+def _findings(warehouse: Warehouse, table: str, role: DlqRole, state: TableState | None) -> list[Finding]:
     if state is None:
         return [missing_table_finding(warehouse, table, role, EXISTS)]
     return [_CHECKS[check](state, role) for check in checks_for(role)]
@@ -147,16 +155,16 @@ def outbox_exists(warehouse: Warehouse, dlq_table: str) -> Finding:
 
 def data_losing_problems(warehouse: Warehouse, action: DataQualityAction) -> list[Finding]:
     """The failed ERROR findings of the action's inbox and outbox: the ones that would lose rows."""
-    if action.quarantine is None:
-        return []
-    findings = table_findings(warehouse, action.quarantine.inbox_table, INBOX_ROLE)
-    findings += table_findings(warehouse, action.quarantine.outbox_table, OUTBOX_ROLE)
-    return [finding for finding in findings if not finding.passed and finding.severity == ERROR]
+    return _data_losing_problems(warehouse, _dlq_states(warehouse, action))
 
 
-def require_healthy_dlq(warehouse: Warehouse, action: DataQualityAction) -> None:
-    """Fail before anything is written when the DLQ tables are missing or would lose rows."""
-    problems = data_losing_problems(warehouse, action)
+def require_healthy_dlq(warehouse: Warehouse, action: DataQualityAction) -> DlqColumns:
+    """Fail before anything is written when the DLQ tables are missing or would lose rows.
+
+    Otherwise, the columns they have: writers adapt to a DLQ that lacks context columns.
+    """
+    states = _dlq_states(warehouse, action)
+    problems = _data_losing_problems(warehouse, states)
     missing = [problem for problem in problems if problem.name == EXISTS]
     if missing:
         raise MissingTableError(
@@ -173,6 +181,18 @@ def require_healthy_dlq(warehouse: Warehouse, action: DataQualityAction) -> None
             file=action.config_file,
             field="quarantine.dlq_table",
         )
+    inbox, outbox = (frozenset(state.columns) for _, _, state in states)
+    return DlqColumns(inbox=inbox, outbox=outbox)
+
+
+def _dlq_states(warehouse: Warehouse, action: DataQualityAction) -> list[tuple[str, DlqRole, TableState | None]]:
+    tables = ((action.quarantine.inbox_table, INBOX_ROLE), (action.quarantine.outbox_table, OUTBOX_ROLE))
+    return [(table, role, read_table_state(warehouse, table)) for table, role in tables]
+
+
+def _data_losing_problems(warehouse: Warehouse, states) -> list[Finding]:
+    findings = [finding for table, role, state in states for finding in _findings(warehouse, table, role, state)]
+    return [finding for finding in findings if not finding.passed and finding.severity == ERROR]
 
 
 def read_table_state(warehouse: Warehouse, table: str) -> TableState | None:
@@ -263,6 +283,7 @@ def _schema_finding(state: TableState, role: DlqRole) -> Finding:
         "wrong_columns": wrong,
         "missing_core_columns": missing_core,
         "missing_context_columns": missing_context,
+        "lost_without_context_columns": {name: role.context_losses[name] for name in missing_context},
     }
     # A present context column is written like a core one, so a wrong type breaks writes just the same.
     if wrong or missing_core:
@@ -277,13 +298,13 @@ def _schema_finding(state: TableState, role: DlqRole) -> Finding:
             seen,
         )
     if missing_context:
-        additions = ", ".join(f"{name} {role.context_columns[name]}" for name in missing_context)
+        losses = "; ".join(f"without {name}, {role.context_losses[name]}" for name in missing_context)
         return Finding(
             SCHEMA,
             False,
             WARN,
-            f"{state.table} lacks context columns {missing_context}; rows are kept but without that context. "
-            f"Add them with: ALTER TABLE delta.`{state.path}` ADD COLUMNS ({additions})",
+            f"{state.table} has the reference columns, so every command and asset works, but it lacks "
+            f"{missing_context}: {losses}. Add them in place (nothing is rewritten) with: {UPGRADE_TABLES_COMMAND}",
             seen,
         )
     return Finding(SCHEMA, True, ERROR, f"{state.table} has every {role.name} column with the expected type", seen)

@@ -45,6 +45,26 @@ OUTBOX_CONTEXT_COLUMNS = {
     "_dlq_attempt": "INT",  # with the key, lets a re-fixed row recycle again
     "_dlq_action": "STRING",
 }
+# What a DLQ lacking a context column loses (a table created from seed 000's DDL lacks them all).
+# Nothing fails without them; the schema check and every run say what is lost, and
+# `quarantine-assets upgrade-tables` adds them in place.
+INBOX_CONTEXT_LOSSES = {
+    "_dlq_action": "rows do not say which action wrote them, so single_source_owner cannot verify ownership",
+    "_dlq_run_id": "rows do not name the run that wrote or last moved them",
+    "_dlq_config_version": "rows do not say which version of the config judged them",
+    "_dlq_batch_id": "rows do not name the source micro-batch they came from",
+    "_dlq_source_file": "rows of file sources do not name their file",
+    "_dlq_attempt": "recycle attempts are not counted, so quarantine.max_attempts cannot be enforced",
+    "_dlq_reason": "the reason for a discard or for giving up on a row is not kept",
+    "_dlq_resolved_at": "landings are not recorded: a reset recycled checkpoint could land a row twice",
+    "_dlq_updated_at": "the time of a row's last change is not kept",
+    "_dlq_updated_by": "who changed a row last is not kept, and landings are not recorded",
+}
+OUTBOX_CONTEXT_LOSSES = {
+    "_dlq_attempt": "a row fixed again after a failed recycle looks like a duplicate to outbox_keys_unique",
+    "_dlq_action": "outbox rows do not say which action sent them",
+}
+UPGRADE_TABLES_COMMAND = "quarantine-assets upgrade-tables"
 CLUSTERING_COLUMN = "_dlq_source_table"
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
@@ -71,23 +91,45 @@ class Warehouse:
         return self.root / "_checkpoints" / action_key / stream
 
 
-def _ddl(path: Path, columns: dict[str, str], properties: dict[str, str]) -> str:
+def _ddl(path: Path, columns: dict[str, str], properties: dict[str, str], core: bool) -> str:
+    """`core`: seed 000's statement as it stands, without `USING DELTA`: our sessions make Delta the default."""
     column_lines = ",\n".join(f"  {name} {sql_type}" for name, sql_type in columns.items())
     property_lines = ",\n".join(f"  '{key}' = '{value}'" for key, value in properties.items())
+    using = "" if core else "USING DELTA\n"
     return (
         f"CREATE TABLE IF NOT EXISTS delta.`{path}` (\n{column_lines}\n)\n"
-        f"USING DELTA\nCLUSTER BY ({CLUSTERING_COLUMN})\nTBLPROPERTIES (\n{property_lines}\n)"
+        f"{using}CLUSTER BY ({CLUSTERING_COLUMN})\nTBLPROPERTIES (\n{property_lines}\n)"
     )
 
 
-def inbox_ddl(warehouse: Warehouse, dlq_table: str) -> str:
-    columns = INBOX_CORE_COLUMNS | INBOX_CONTEXT_COLUMNS
-    return _ddl(warehouse.path(dlq_table), columns, INBOX_PROPERTIES)
+def inbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
+    columns = INBOX_CORE_COLUMNS | ({} if core else INBOX_CONTEXT_COLUMNS)
+    return _ddl(warehouse.path(dlq_table), columns, INBOX_PROPERTIES, core)
 
 
-def outbox_ddl(warehouse: Warehouse, dlq_table: str) -> str:
-    columns = OUTBOX_CORE_COLUMNS | OUTBOX_CONTEXT_COLUMNS
-    return _ddl(warehouse.path(outbox_table(dlq_table)), columns, OUTBOX_PROPERTIES)
+def outbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
+    columns = OUTBOX_CORE_COLUMNS | ({} if core else OUTBOX_CONTEXT_COLUMNS)
+    return _ddl(warehouse.path(outbox_table(dlq_table)), columns, OUTBOX_PROPERTIES, core)
+
+
+def missing_context_columns(columns: set[str], context_columns: dict[str, str]) -> dict[str, str]:
+    return {name: sql_type for name, sql_type in context_columns.items() if name not in columns}
+
+
+def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> dict[str, list[str]]:
+    """Add the context columns an inbox or outbox lacks, in place: `ALTER TABLE ... ADD COLUMNS` rewrites no data."""
+    added = {}
+    for table, context_columns in (
+        (dlq_table, INBOX_CONTEXT_COLUMNS),
+        (outbox_table(dlq_table), OUTBOX_CONTEXT_COLUMNS),
+    ):
+        path = warehouse.path(table)
+        missing = missing_context_columns(set(DeltaTable(str(path)).schema().to_arrow().names), context_columns)
+        if missing:
+            columns = ", ".join(f"{name} {sql_type}" for name, sql_type in missing.items())
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        added[table] = list(missing)
+    return added
 
 
 def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: str) -> None:

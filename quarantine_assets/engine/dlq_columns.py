@@ -1,0 +1,55 @@
+"""The columns a DLQ really has. Seed 000's seven inbox columns are enough: every writer adapts to what
+is there, and says what is lost without the context columns it would otherwise write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from quarantine_assets.engine.tables import (
+    INBOX_CONTEXT_LOSSES,
+    OUTBOX_CONTEXT_LOSSES,
+    UPGRADE_TABLES_COMMAND,
+)
+
+ATTEMPT = "_dlq_attempt"
+LANDING_STAMP = ("_dlq_resolved_at", "_dlq_updated_by")
+
+
+@dataclass(frozen=True)
+class DlqColumns:
+    inbox: frozenset[str]
+    outbox: frozenset[str]
+
+    @property
+    def counts_attempts(self) -> bool:
+        """Without attempts on both tables a row is only ever on its first attempt, and never exhausted."""
+        return ATTEMPT in self.inbox and ATTEMPT in self.outbox
+
+    @property
+    def stamps_landings(self) -> bool:
+        """With the stamp, a row lands once even across a reset checkpoint; without it, once per checkpoint."""
+        return all(column in self.inbox for column in LANDING_STAMP)
+
+    def inbox_values(self, values: dict[str, Column]) -> dict[str, Column]:
+        """The assignments of an inbox update that the inbox has columns for."""
+        return {column: value for column, value in values.items() if column in self.inbox}
+
+    def attempt(self, alias: str) -> Column:
+        """A row's attempt; 1 where nothing counts it, or where it predates the column (`upgrade-tables`)."""
+        return F.coalesce(F.col(f"{alias}.{ATTEMPT}"), F.lit(1)) if self.counts_attempts else F.lit(1)
+
+    def warnings(self, inbox_table: str, outbox_table: str) -> list[str]:
+        """One sentence per missing context column: which, where, what is lost, and the fix."""
+        missing = [
+            (inbox_table, column, loss) for column, loss in INBOX_CONTEXT_LOSSES.items() if column not in self.inbox
+        ]
+        missing += [
+            (outbox_table, column, loss) for column, loss in OUTBOX_CONTEXT_LOSSES.items() if column not in self.outbox
+        ]
+        return [
+            f"{table} has no {column}: {loss}. Add it in place with: {UPGRADE_TABLES_COMMAND}"
+            for table, column, loss in missing
+        ]
