@@ -34,6 +34,7 @@ from quarantine_assets.engine.operator import (
     parse_json_object,
     queue_stats,
 )
+from quarantine_assets.engine.source import rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import default_warehouse
@@ -161,10 +162,13 @@ def validate(
     parse_rules: Annotated[bool, typer.Option(help="Parse every rule with Spark's SQL parser (starts a JVM).")] = True,
 ) -> None:
     """Check every pipeline config; print every problem and exit non-zero if any is an error."""
-    project = context.obj.project
+    workspace: Workspace = context.obj
+    project = workspace.project
     problems = list(project.warnings)
     if parse_rules:
-        problems += rule_expression_problems(project, _spark())
+        spark = _spark()
+        parse_problems = rule_expression_problems(project, spark)
+        problems += parse_problems or rules_against_sources(spark, project, workspace.warehouse)
     _print_problems(problems)
     if any(problem.severity == "error" for problem in problems):
         raise typer.Exit(1)

@@ -38,6 +38,17 @@ DUPLICATE_ACTION_NAME = _code("QA-CFG-021", "two data_quality actions share a na
 RULE_UNPARSEABLE = _code("QA-CFG-022", "Spark cannot parse a rule expression")
 DLQ_IS_TARGET = _code("QA-CFG-023", "a DLQ inbox or outbox is also a validated target table")
 BAD_MAX_ATTEMPTS = _code("QA-CFG-024", "quarantine.max_attempts is not a positive whole number")
+AUTOLOADER_OPTION_IGNORED = _code(
+    "QA-CFG-026",
+    "warning: an Auto Loader option open-source Spark cannot honour; the message says what happens instead",
+)
+REFERENCE_KEY_IGNORED = _code(
+    "QA-CFG-027", "warning: a key of the reference's project, flowgroup or substitutions file that is not used here"
+)
+SOURCE_SCHEMA_UNKNOWN = _code("QA-CFG-028", "a file source has no declared schema and no file to infer one from yet")
+RULE_COLUMN_MISSING = _code(
+    "QA-CFG-025", "a rule names a column the source does not have; the message lists those it has"
+)
 
 # Tables: the run stops before anything is written.
 DLQ_TABLE_MISSING = _code("QA-TBL-001", "a DLQ inbox or outbox does not exist; create it with create-tables")

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from quarantine_assets.codes import STRUCTURE
+from quarantine_assets.config.file_sources import file_source
 from quarantine_assets.config.models import QUALIFIED_NAME, DeltaSource, FileSource
-from quarantine_assets.config.yaml_files import child, is_text
+from quarantine_assets.config.yaml_files import child
 from quarantine_assets.errors import Problem
 
 SUPPORTED_SOURCE_TYPES = ("cloudfiles", "delta")
 
 
 def resolve_source(
-    actions: list[dict[str, Any]], view: str, file: Path, field: str
+    actions: list[dict[str, Any]], view: str, config_dir: Path, file: Path, field: str
 ) -> tuple[FileSource | DeltaSource | None, list[Problem]]:
     """The load behind `view`; `field` is the data_quality action's `source`, blamed when the chain breaks."""
     producers = [index for index, action in enumerate(actions) if action.get("target") == view]
@@ -26,7 +27,7 @@ def resolve_source(
         message = f"view {view!r} must be the target of exactly one load action; produced by {found}"
         return None, [Problem(STRUCTURE, message, file=file, field=field)]
     load_field = child(child("actions", producers[0]), "source")
-    return _load_source(actions[producers[0]].get("source"), file, load_field)
+    return _load_source(actions[producers[0]].get("source"), config_dir, file, load_field)
 
 
 def resolve_target_table(
@@ -46,25 +47,16 @@ def resolve_target_table(
     return _qualified_table(actions[writers[0]].get("write_target"), file, write_field)
 
 
-def _load_source(source: Any, file: Path, field: str) -> tuple[FileSource | DeltaSource | None, list[Problem]]:
+def _load_source(
+    source: Any, config_dir: Path, file: Path, field: str
+) -> tuple[FileSource | DeltaSource | None, list[Problem]]:
     if not isinstance(source, dict):
         return None, [Problem(STRUCTURE, "load source must be a mapping with a type", file=file, field=field)]
     options, problems = _options(source.get("options"), file, child(field, "options"))
     kind = source.get("type")
     if kind == "cloudfiles":
-        for key in ("path", "format"):
-            if not is_text(source.get(key)):
-                problems.append(
-                    Problem(STRUCTURE, f"a cloudfiles source needs {key!r}", file=file, field=child(field, key))
-                )
-        schema = source.get("schema")
-        if schema is not None and not is_text(schema):
-            problems.append(
-                Problem(STRUCTURE, "schema must be a Spark DDL string", file=file, field=child(field, "schema"))
-            )
-        if problems:
-            return None, problems
-        return FileSource(path=source["path"], format=source["format"], options=options, schema_ddl=schema), []
+        model, source_problems = file_source(source, options, config_dir, file, field)
+        return model, problems + source_problems
     if kind == "delta":
         table, table_problems = _qualified_table(source, file, field)
         problems += table_problems

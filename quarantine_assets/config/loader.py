@@ -98,7 +98,7 @@ def _data_quality_action(
     actions = flowgroup["actions"]
     source = target_table = None
     if is_text(action.get("source")):
-        source, chain_problems = resolve_source(actions, action["source"], file, child(field, "source"))
+        source, chain_problems = resolve_source(actions, action["source"], config_dir, file, child(field, "source"))
         problems += chain_problems
     if is_text(action.get("target")):
         target_table, chain_problems = resolve_target_table(actions, action["target"], file, child(field, "target"))

@@ -39,8 +39,11 @@ class FileSource(_Frozen):
     kind: Literal["files"] = "files"
     path: str
     format: str
-    options: dict[str, str] = {}
-    schema_ddl: str | None = None  # ours: `source.schema`, a Spark DDL string
+    options: dict[str, str] = {}  # Spark reader options; Auto Loader's under Spark's names
+    schema_ddl: str | None = None  # `source.schema` or `schema_file`: DDL, or the reference's schema file
+    schema_hints: str | None = None  # cloudFiles.schemaHints: types for some inferred columns
+    infer_column_types: bool = False  # cloudFiles.inferColumnTypes; as Auto Loader, strings otherwise
+    schema_location: str | None = None  # cloudFiles.schemaLocation: the first inferred schema is kept there
 
 
 class DeltaSource(_Frozen):

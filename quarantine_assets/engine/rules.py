@@ -6,11 +6,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
+from pathlib import Path
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from quarantine_assets import codes
 from quarantine_assets.config.models import Rule
+from quarantine_assets.errors import Problem
 
 FAILED_RULES = "_dlq_failed_rules"
 RESCUED_DATA = "_rescued_data"
@@ -79,6 +83,38 @@ def counts_from(aggregates: dict, rules: Sequence[Rule]) -> BatchCounts:
 def batch_counts(evaluated: DataFrame, rules: Sequence[Rule]) -> BatchCounts:
     """The counts in a Spark action of their own, for when no write can carry them."""
     return counts_from(evaluated.agg(*count_columns(rules)).first().asDict(), rules)
+
+
+def rule_column_problems(spark: SparkSession, schema: StructType, rules: Sequence[Rule], file: Path) -> list[Problem]:
+    """Each rule resolved against the source's columns, as Spark's analyzer sees them, before any row is read."""
+    from pyspark.errors import AnalysisException
+
+    columns = spark.createDataFrame([], schema)
+    problems = []
+    for rule in applicable_rules(rules, schema.fieldNames()):
+        try:
+            columns.select(F.expr(rule.expression))
+        except AnalysisException as error:
+            if not (error.getCondition() or "").startswith("UNRESOLVED_COLUMN"):
+                raise
+            missing = error.getMessageParameters().get("objectName", "?")
+            problems.append(
+                Problem(
+                    codes.RULE_COLUMN_MISSING,
+                    f"rule {rule.name!r} ({rule.expression}) names {missing}, which the source does not have; "
+                    f"its columns are {schema.fieldNames()}{_headerless_hint(schema)}",
+                    file=file,
+                    field=rule.name,
+                )
+            )
+    return problems
+
+
+def _headerless_hint(schema: StructType) -> str:
+    """Spark names the columns of a CSV file read without its header _c0, _c1, ..."""
+    if schema.fieldNames() and all(re.fullmatch(r"_c\d+", name) for name in schema.fieldNames()[:1]):
+        return "; the file was read without its header: set the load's options header: true"
+    return ""
 
 
 def with_action(rules: Sequence[Rule], action: str) -> list[Rule]:

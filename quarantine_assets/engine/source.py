@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from quarantine_assets.config.models import DeltaSource, FileSource
-from quarantine_assets.engine.rules import RESCUED_DATA
+from quarantine_assets import codes
+from quarantine_assets.config.models import DeltaSource, FileSource, Project
+from quarantine_assets.engine.rules import RESCUED_DATA, rule_column_problems
 from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.errors import Problem, QuarantineError
 
 SOURCE_FILE = "_dlq_source_file"
+# Formats whose unparseable records Spark can keep as text in a column of their own.
+RESCUING_FORMATS = ("csv", "json")
+PINNED_SCHEMA = "_quarantine_assets_schema.json"
 
 
 def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse) -> DataFrame:
@@ -18,18 +29,70 @@ def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, wa
     return _read_file_stream(spark, source)
 
 
+def known_source_schema(
+    spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse
+) -> StructType | None:
+    """The columns a split will see, where they are known without reading any data: a declared schema,
+    or an existing Delta table. None when only the files themselves can tell."""
+    if isinstance(source, DeltaSource):
+        path = warehouse.path(source.table)
+        return spark.read.format("delta").load(str(path)).schema if DeltaTable.is_deltatable(str(path)) else None
+    if source.schema_ddl:
+        return (
+            spark.createDataFrame([], source.schema_ddl).schema.add(RESCUED_DATA, "string").add(SOURCE_FILE, "string")
+        )
+    return None
+
+
+def rules_against_sources(spark: SparkSession, project: Project, warehouse: Warehouse) -> list[Problem]:
+    """Every action's rules against its source's columns, where they are known now; each problem once."""
+    problems = []
+    for action in project.actions:
+        schema = known_source_schema(spark, action.source, warehouse)
+        if schema is not None:
+            problems += rule_column_problems(spark, schema, action.rules, action.expectations_file)
+    return list(dict.fromkeys(problems))
+
+
 def _read_file_stream(spark: SparkSession, source: FileSource) -> DataFrame:
     """Rows that do not parse keep their raw text in `_rescued_data`, so they reach the DLQ, not the void."""
+    schema = file_schema(spark, source)
     reader = spark.readStream.format(source.format).options(**source.options)
-    if source.schema_ddl:
-        schema = spark.createDataFrame([], source.schema_ddl).schema
-        if RESCUED_DATA not in schema.fieldNames() and source.format in ("csv", "json"):
+    if source.format in RESCUING_FORMATS:
+        if RESCUED_DATA not in schema.fieldNames():
             schema = schema.add(RESCUED_DATA, "string")
-            reader = reader.option("columnNameOfCorruptRecord", RESCUED_DATA).option("mode", "PERMISSIVE")
-        reader = reader.schema(schema)
-    else:
-        # Without a declared schema, infer it from the files present when the stream starts.
-        reader = reader.option("inferSchema", "true")
-        spark.conf.set("spark.sql.streaming.schemaInference", "true")
-    rows = reader.load(source.path)
+        reader = reader.option("columnNameOfCorruptRecord", RESCUED_DATA).option("mode", "PERMISSIVE")
+    rows = reader.schema(schema).load(source.path)
     return rows.select("*", F.col("_metadata.file_path").alias(SOURCE_FILE))
+
+
+def file_schema(spark: SparkSession, source: FileSource) -> StructType:
+    """Declared; else pinned at the schema location; else inferred from the files there now, the way
+    Auto Loader does it (strings unless column types are inferred, then the hints), and pinned."""
+    if source.schema_ddl:
+        return _parsed(spark, source.schema_ddl)
+    pinned = Path(source.schema_location) / PINNED_SCHEMA if source.schema_location else None
+    if pinned is not None and pinned.is_file():
+        return StructType.fromJson(json.loads(pinned.read_text(encoding="utf-8")))
+    inference = {"inferSchema": "true"} if source.infer_column_types else {"primitivesAsString": "true"}
+    try:
+        schema = spark.read.format(source.format).options(**source.options, **inference).load(source.path).schema
+    except AnalysisException as error:
+        raise QuarantineError(
+            codes.SOURCE_SCHEMA_UNKNOWN,
+            f"no schema is declared for {source.path} and none can be inferred yet ({error.getCondition()}): "
+            "declare source.schema, or run again once files have arrived",
+        ) from None
+    if source.schema_hints:
+        # A hint retypes the inferred column of its name, in place, or adds the column.
+        fields = {field.name: field for field in schema.fields}
+        fields |= {hint.name: hint for hint in _parsed(spark, source.schema_hints).fields}
+        schema = StructType(list(fields.values()))
+    if pinned is not None:
+        pinned.parent.mkdir(parents=True, exist_ok=True)
+        pinned.write_text(schema.json(), encoding="utf-8")
+    return schema
+
+
+def _parsed(spark: SparkSession, ddl: str) -> StructType:
+    return spark.createDataFrame([], ddl).schema

@@ -19,6 +19,7 @@ from quarantine_assets.engine.rules import (
     count_columns,
     counts_from,
     passes_all,
+    rule_column_problems,
     with_action,
     with_failed_rules,
 )
@@ -26,7 +27,7 @@ from quarantine_assets.engine.source import read_source_stream
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.errors import DataQualityFailure
+from quarantine_assets.errors import ConfigError, DataQualityFailure
 
 SPLIT_STREAM = "split"
 
@@ -122,4 +123,8 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
 
     stream = read_source_stream(spark, action.source, warehouse)
+    # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
+    problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
+    if problems:
+        raise ConfigError(problems)
     return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
