@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from quarantine_assets.config.substitutions import load_substitutions, secret_env_var
+from quarantine_assets.config.substitutions import apply_variables, load_substitutions, secret_env_var
 
 FLOWGROUP = Path("pipelines/orders.yaml")
 
@@ -70,6 +70,23 @@ def test_unknown_dollar_token_is_located_by_field(config_dir):
 def test_secret_without_scope_is_rejected(config_dir):
     _, problems = substitute(config_dir, "${secret:just-a-key}")
     assert [p.code for p in problems] == ["QA-CFG-004"]
+
+
+def test_secrets_block_gives_the_default_scope_and_scope_aliases(config_dir, monkeypatch):
+    with (config_dir / "substitutions/dev.yaml").open("a") as file:
+        file.write("secrets:\n  default_scope: ops\n  scopes:\n    db: prod-database\n")
+    monkeypatch.setenv("QUARANTINE_SECRET_OPS_API_KEY", "k1")
+    monkeypatch.setenv("QUARANTINE_SECRET_PROD_DATABASE_PASSWORD", "k2")
+
+    assert substitute(config_dir, ["${secret:api-key}", "${secret:db/password}"]) == (["k1", "k2"], [])
+
+
+def test_flowgroup_variables_are_replaced_and_unknown_ones_located(tmp_path):
+    flowgroup = {"variables": {"entity": "orders"}, "path": "/in/%{entity}", "other": ["%{missing}"]}
+    replaced, problems = apply_variables(flowgroup, FLOWGROUP)
+
+    assert replaced["path"] == "/in/orders"
+    assert [(p.code, p.field) for p in problems] == [("QA-CFG-003", "other[0]")]
 
 
 def test_tokens_referring_to_each_other_in_a_cycle_are_reported(tmp_path):

@@ -47,6 +47,19 @@ def resolve_target_table(
     return _qualified_table(actions[writers[0]].get("write_target"), file, write_field)
 
 
+def chain_actions(actions: list[dict[str, Any]], action: dict[str, Any]) -> list[dict[str, Any]]:
+    """The load that produces the action's source view and the writes that take its target view."""
+    return [
+        other
+        for other in actions
+        if isinstance(other, dict)
+        and (
+            (other.get("type") == "load" and other.get("target") == action.get("source"))
+            or (other.get("type") == "write" and action.get("target") in _views(other.get("source")))
+        )
+    ]
+
+
 def _load_source(
     source: Any, config_dir: Path, file: Path, field: str
 ) -> tuple[FileSource | DeltaSource | None, list[Problem]]:

@@ -33,6 +33,14 @@ class Rule(_Frozen):
     message: str | None = None
 
 
+class MetadataColumn(_Frozen):
+    """One of the reference's operational metadata columns, its expression accepted at load time."""
+
+    name: str
+    expression: str  # calls of pyspark.sql.functions on literals, e.g. F.current_timestamp()
+    applies_to: tuple[str, ...]  # view: part of each source row; streaming_table: the validated table only
+
+
 class FileSource(_Frozen):
     """An incremental file source (the reference's `cloudfiles`), read as a Spark file stream."""
 
@@ -83,6 +91,7 @@ class DataQualityAction(_Frozen):
     mode: Literal["dqe", "quarantine"] = "dqe"
     quarantine: QuarantineSpec | None = None
     description: str | None = None
+    operational_metadata: tuple[MetadataColumn, ...] = ()
     config_version: str  # short hash of the flowgroup and expectations files, stamped on DLQ rows
 
     @property

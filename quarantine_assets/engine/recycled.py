@@ -14,6 +14,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_once, retry_on_conflict
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
+from quarantine_assets.engine.operational_metadata import table_column_names, with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
@@ -86,7 +87,10 @@ def recycle_batch(
     run_id: str,
 ) -> RecycleReport:
     schema = validated_schema(spark, warehouse, action)
-    rules = applicable_rules(action.rules, schema.fieldNames())
+    # Columns of the target's own metadata are not in a payload: they are evaluated when the row lands.
+    table_metadata = table_column_names(action.operational_metadata)
+    payload_schema = StructType([column for column in schema if column.name not in table_metadata])
+    rules = applicable_rules(action.rules, payload_schema.fieldNames())
     typed = (
         outbox_rows.alias("out")
         .where(F.col("_dlq_source_table") == action.quarantine.source_table)
@@ -94,8 +98,8 @@ def recycle_batch(
             "_dlq_sk",
             "_dlq_source_table",
             columns.attempt("out").alias(ATTEMPT),
-            payload_type_failures(schema).alias("_type_failures"),
-            *typed_columns(schema),
+            payload_type_failures(payload_schema).alias("_type_failures"),
+            *typed_columns(payload_schema),
         )
     )
     # Cached so that the MERGE, the landing join and the append read the outbox batch once.
@@ -107,7 +111,9 @@ def recycle_batch(
         outcomes = _landing_outcomes(spark, inbox_path, judged, action, columns, landing).persist()
         counts = outcomes.groupBy("_outcome").count().collect()
         append_once(
-            outcomes.where(F.col("_outcome") == LANDS).select(*[quote(f.name) for f in schema]),
+            with_table_columns(outcomes.where(F.col("_outcome") == LANDS), action.operational_metadata).select(
+                *[quote(column.name) for column in schema]
+            ),
             warehouse.path(action.target_table),
             writer_id(action, RECYCLED_STREAM, stream_id),
             batch_id,

@@ -60,6 +60,9 @@ def spark_config(master: str | None = None) -> dict[str, str]:
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             # Seed 000's DDL has no USING clause: on Databricks every table is Delta, so here too.
             "spark.sql.sources.default": "delta",
+            # A rule must never fail a batch: a value that does not convert (`'n/a' >= 0` on a text column)
+            # makes the rule NULL, which sends the row to the DLQ, instead of raising for the whole batch.
+            "spark.sql.ansi.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),

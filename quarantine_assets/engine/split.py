@@ -12,6 +12,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
+from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
 from quarantine_assets.engine.rules import (
     BatchCounts,
     applicable_rules,
@@ -70,7 +71,10 @@ def split_batch(
     writer = writer_id(action, SPLIT_STREAM, stream_id)
     target = warehouse.path(action.target_table)
     observation = Observation(f"split_{action.key}_{batch_id}")
-    validated = batch.observe(observation, *count_columns(rules)).where(kept).drop(*BOOKKEEPING_COLUMNS)
+    validated = with_table_columns(
+        batch.observe(observation, *count_columns(rules)).where(kept).drop(*BOOKKEEPING_COLUMNS),
+        action.operational_metadata,
+    )
     append_once(validated, target, writer, batch_id)
     metrics = observed_metrics(observation)
     # None: Delta skipped the append of a batch it had committed before a crash; count it again.
@@ -122,7 +126,7 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
         return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
 
-    stream = read_source_stream(spark, action.source, warehouse)
+    stream = with_view_columns(read_source_stream(spark, action.source, warehouse), action.operational_metadata)
     # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
     problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
     if problems:
