@@ -19,7 +19,7 @@ from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
 from quarantine_assets.engine.inbox_feed import fixed_since
 
-TICK_SECONDS = 15
+TICK_SECONDS = 5
 
 
 def sensor_default_status() -> DefaultSensorStatus:
