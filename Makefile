@@ -6,15 +6,19 @@ DAGSTER_HOME_DIR := $(CURDIR)/.dagster_home
 .PHONY: demo test dev
 
 # Runs the demo end to end without the UI: tables, input files, one Dagster run, counts.
-demo: $(STAMP)
+demo: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 	DAGSTER_HOME=$(DAGSTER_HOME_DIR) $(VENV)/bin/quarantine-assets demo
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
-dev: $(STAMP)
-	mkdir -p $(DAGSTER_HOME_DIR)
+dev: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 	DAGSTER_HOME=$(DAGSTER_HOME_DIR) QUARANTINE_SENSORS=running $(VENV)/bin/dagster dev -w workspace.yaml
+
+# The instance's settings: one writer at a time per DLQ (concurrency pools).
+$(DAGSTER_HOME_DIR)/dagster.yaml: instance/dagster.yaml
+	mkdir -p $(DAGSTER_HOME_DIR)
+	cp $< $@
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh

@@ -24,6 +24,7 @@ from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.engine import statuses
+from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.operator import (
     RowFilter,
     action_for_source,
@@ -43,6 +44,7 @@ app = typer.Typer(
     help="A dead-letter queue for Spark + Delta pipelines, orchestrated by Dagster.", no_args_is_help=True
 )
 console = Console()
+DlqOption = Annotated[str | None, typer.Option("--dlq", help="DLQ inbox table (needed when configs have several).")]
 errors = Console(stderr=True)
 
 
@@ -156,6 +158,47 @@ def upgrade_tables(context: typer.Context) -> None:
             console.print(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
 
 
+@app.command("claims")
+def list_claims(
+    context: typer.Context, dlq: Annotated[str | None, typer.Option("--dlq", help="Only this DLQ.")] = None
+) -> None:
+    """Who owns each slice (source_table) of each DLQ."""
+    workspace: Workspace = context.obj
+    dlq_tables = [workspace.dlq(dlq)] if dlq else workspace.project.dlq_tables
+    rows = [
+        (dlq_table, claim.source_table, claim.owner, claim.claimed_by or "")
+        for dlq_table in dlq_tables
+        for claim in claims(workspace.warehouse, dlq_table).values()
+    ]
+    _print_rows(rows, ["dlq", "source_table", "owner", "claimed by"], "Claims")
+
+
+@app.command("release-claim")
+def release(
+    context: typer.Context,
+    source_table: str,
+    dlq: DlqOption = None,
+) -> None:
+    """Release a slice: its next writer claims it."""
+    workspace: Workspace = context.obj
+    released = release_claim(_spark(), workspace.warehouse, workspace.dlq(dlq), source_table)
+    console.print(f"released {source_table}" if released else f"{source_table} was not claimed")
+
+
+@app.command("transfer-claim")
+def transfer(
+    context: typer.Context,
+    source_table: str,
+    to: Annotated[str, typer.Option("--to", help="The new owner: pipeline/flowgroup/action.")],
+    by: Annotated[str | None, typer.Option("--by", help="Who hands it over (default: your user name).")] = None,
+    dlq: DlqOption = None,
+) -> None:
+    """Hand a slice to another action."""
+    workspace: Workspace = context.obj
+    transfer_claim(_spark(), workspace.warehouse, workspace.dlq(dlq), source_table, to, by or getpass.getuser())
+    console.print(f"{source_table} now belongs to {to}")
+
+
 @app.command()
 def validate(
     context: typer.Context,
@@ -194,7 +237,6 @@ ByOption = Annotated[
     str | None, typer.Option("--by", help="Who makes the change, recorded on the row (default: your user name).")
 ]
 RowsSourceOption = Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")]
-DlqOption = Annotated[str | None, typer.Option("--dlq", help="DLQ inbox table (needed when configs have several).")]
 
 
 @app.command("list")

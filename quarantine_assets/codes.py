@@ -72,5 +72,10 @@ DLQ_AMBIGUOUS = _code("QA-OPS-008", "the configs name several DLQs; choose one w
 NOT_A_JSON_OBJECT = _code("QA-OPS-009", "a payload or set_fields text is not valid JSON, or not a JSON object")
 BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set item is not field=value")
 
+# Ownership: one owner per DLQ slice.
+SLICE_OWNED_ELSEWHERE = _code(
+    "QA-OWN-001", "another action owns this source_table in the DLQ; nothing was written; release or transfer the claim"
+)
+
 # Runs.
 RUN_FAILED = _code("QA-RUN-001", "a Dagster run started by a command failed; the message names its failed steps")

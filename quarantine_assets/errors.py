@@ -55,6 +55,10 @@ class UnhealthyTableError(QuarantineError):
     """A DLQ table exists but is set up so that rows would be lost; nothing has been written."""
 
 
+class OwnershipError(QuarantineError):
+    """Another action owns the DLQ slice; nothing has been written."""
+
+
 class OperatorError(QuarantineError):
     """An operator command was refused; nothing has been changed."""
 

@@ -9,7 +9,10 @@ from builders import ORDER_RULES, orders_action
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
-from quarantine_assets.config.models import FileSource
+from quarantine_assets.config.models import FileSource, Rule
+from quarantine_assets.engine.operator import fix_rows
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.source import PINNED_SCHEMA
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
@@ -112,3 +115,23 @@ actions:
     assert (
         "QA-CFG-025" in validated.output and "known_currency" in validated.output and "`currency`" in validated.output
     )
+
+
+def test_any_column_name_spark_reads_is_stored_and_survives_the_round_trip(spark, warehouse, tmp_path):
+    landing = tmp_path / "landing"
+    write_csv(landing, "a.csv", "row no,unit price,kundennummer ünï,a.b,`tick\n1,-2.5,k1,x,t\n2,3.0,k2,y,u\n")
+    rules = (Rule(name="non_negative_price", expression="`unit price` >= 0"),)
+    action = file_action(landing, options={"header": "true"}, infer_column_types=True)
+    action = action.model_copy(update={"rules": rules})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    run_split(spark, action, warehouse, "split")
+    key = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).first()["_dlq_sk"]
+    fix_rows(spark, warehouse, action, [key], set_fields={"unit price": 2.5}, by="test")
+    run_outbox(spark, action, warehouse, "recycle")
+    run_recycled(spark, action, warehouse, "recycle")
+
+    validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
+    assert validated.columns == ["row no", "unit price", "kundennummer ünï", "a.b", "`tick"]
+    rows = sorted(tuple(row) for row in validated.collect())
+    assert rows == [(1, 2.5, "k1", "x", "t"), (2, 3.0, "k2", "y", "u")]

@@ -12,12 +12,18 @@ from quarantine_assets.errors import Problem
 
 QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w]*\.[A-Za-z_][\w]*\.[A-Za-z_][\w]*$")
 OUTBOX_SUFFIX = "_outbox"
+CLAIMS_SUFFIX = "_claims"
 DEFAULT_MAX_ATTEMPTS = 3
 
 
 def outbox_table(dlq_table: str) -> str:
     """The outbox is never configured: seed 000 derives its name from the inbox's."""
     return dlq_table + OUTBOX_SUFFIX
+
+
+def claims_table(dlq_table: str) -> str:
+    """Who owns each slice of the DLQ: named after the inbox, like the outbox."""
+    return dlq_table + CLAIMS_SUFFIX
 
 
 class _Frozen(BaseModel):

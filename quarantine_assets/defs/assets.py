@@ -34,6 +34,11 @@ def _common(action: DataQualityAction) -> dict:
     return {"group_name": action.pipeline, "kinds": {"spark", "delta"}}
 
 
+def dlq_pool(action: DataQualityAction) -> str | None:
+    """Writers of one DLQ share a concurrency pool: with a limit of 1 their runs queue instead of conflicting."""
+    return f"dlq/{action.quarantine.dlq_table}" if action.quarantine is not None else None
+
+
 def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
     common = _common(action)
     specs = [
@@ -89,6 +94,7 @@ def split_asset(action: DataQualityAction):
         specs=_split_specs(action),
         check_specs=split_check_specs(action),
         description=description,
+        pool=dlq_pool(action),
     )
     def split(
         context: AssetExecutionContext,
@@ -127,6 +133,7 @@ def outbox_asset(action: DataQualityAction):
         ),
         metadata={"dagster/table_name": quarantine.outbox_table, "source_table": quarantine.source_table},
         check_specs=[outbox_check_spec(action)],
+        pool=dlq_pool(action),
         **_common(action),
     )
     def outbox(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
@@ -155,6 +162,7 @@ def recycled_asset(action: DataQualityAction):
         ),
         metadata={"dagster/table_name": action.target_table, "max_attempts": action.quarantine.max_attempts},
         check_specs=[recycled_check_spec(action)],
+        pool=dlq_pool(action),
         **_common(action),
     )
     def recycled(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):

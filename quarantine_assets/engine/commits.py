@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,20 +33,25 @@ COMMIT_CONFLICTS = (
     ConcurrentWriteException,
     MetadataChangedException,
 )
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 10
 FIRST_BACKOFF_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 10.0
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
 def retry_on_conflict(commit: Callable[[], T]) -> T:
+    """Bounded retries with jittered exponential backoff, so writers that collided do not collide again."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             return commit()
-        except COMMIT_CONFLICTS:
+        except COMMIT_CONFLICTS as conflict:
             if attempt == MAX_ATTEMPTS:
                 raise
-            time.sleep(FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            backoff = random.uniform(0, min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**attempt))
+            log.warning("commit conflict %s; retry %d in %.2fs", type(conflict).__name__, attempt, backoff)
+            time.sleep(backoff)
     raise AssertionError("unreachable")
 
 

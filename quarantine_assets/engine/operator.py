@@ -13,10 +13,10 @@ from pyspark.sql import functions as F
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
-from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
 from quarantine_assets.errors import OperatorError
@@ -194,7 +194,7 @@ def _update_open_rows(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, updates: DataFrame, values: dict, by: str
 ) -> OperatorResult:
     """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
-    columns = require_healthy_dlq(warehouse, action)
+    columns = before_writing(spark, warehouse, action, by=by)
     inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.inbox_table)))
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
     assignments = columns.inbox_values(

@@ -10,12 +10,12 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_to_dlq_table, retry_on_conflict
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import scoped_key_condition
 from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
-from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 
 OUTBOX_STREAM = "outbox"
@@ -113,7 +113,7 @@ def _mark_recycled(
 
 def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:
     """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
-    columns = require_healthy_dlq(warehouse, action)
+    columns = before_writing(spark, warehouse, action, by=run_id)
 
     def process(changes: DataFrame, batch_id: int, stream_id: str) -> OutboxReport:
         return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, columns, run_id)

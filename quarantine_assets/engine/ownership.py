@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import RELEASE_COMMAND, TRANSFER_COMMAND, claims
 from quarantine_assets.engine.delta_log import CHANGE_DATA_FEED_PROPERTY, change_feed_start, is_true
 from quarantine_assets.engine.schema_types import column_types
 from quarantine_assets.engine.table_health import (
@@ -55,7 +56,23 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
     state = read_table_state(warehouse, dlq_table)
     if state is None:
         return missing_table_finding(warehouse, dlq_table, INBOX_ROLE, SINGLE_SOURCE_OWNER)
-    seen = state_metadata(state) | {"source_table": source_table, "expected_owner": action.owner, "owners_seen": []}
+    claim = claims(warehouse, dlq_table).get(source_table)
+    seen = state_metadata(state) | {
+        "source_table": source_table,
+        "expected_owner": action.owner,
+        "claimed_by": claim.owner if claim else None,
+        "owners_seen": [],
+    }
+    if claim is not None and claim.owner != action.owner:
+        return Finding(
+            SINGLE_SOURCE_OWNER,
+            False,
+            ERROR,
+            f"{source_table} in {dlq_table} is claimed by {claim.owner}, not by {action.owner}, so every write of "
+            f"{action.owner} to it is refused. Release the claim with `{RELEASE_COMMAND} {source_table}` or hand "
+            f"it over with `{TRANSFER_COMMAND} {source_table} --to {action.owner}`",
+            seen,
+        )
 
     def unverifiable(reason: str) -> Finding:
         return Finding(
@@ -80,7 +97,8 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             SINGLE_SOURCE_OWNER,
             False,
             ERROR,
-            f"{dlq_table} holds rows for {source_table} written by {others}, not only by {action.owner}: "
+            f"{dlq_table} holds rows for {source_table} written by {others}, not only by {action.owner}"
+            f"{' (the claimed owner)' if claim else ''}: "
             "both actions recycle the same slice, so each one's fixed rows can reach the other's target. "
             "Give each action its own quarantine.source_table",
             seen,

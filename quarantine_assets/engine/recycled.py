@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, retry_on_conflict
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
@@ -19,7 +20,6 @@ from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
-from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
 
@@ -225,7 +225,7 @@ def _settled_attempt(columns: DlqColumns) -> Column:
 
 def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> RecycleReport:
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
-    columns = require_healthy_dlq(warehouse, action)
+    columns = before_writing(spark, warehouse, action, by=run_id)
 
     def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
         return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, columns, run_id)

@@ -59,14 +59,23 @@ class BatchCounts:
     failures_per_rule: dict[str, int]
 
 
+def failure_columns(rules: Sequence[Rule]) -> list[Column]:
+    """Rows failing each rule, as aggregates named `rule_<index>`."""
+    return [F.sum((~passes(rule)).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
+
+
+def failures_from(aggregates: dict, rules: Sequence[Rule]) -> dict[str, int]:
+    """The values of `failure_columns`, by rule name; sums over no rows are NULL."""
+    return {rule.name: int(aggregates[f"rule_{index}"] or 0) for index, rule in enumerate(rules)}
+
+
 def count_columns(rules: Sequence[Rule]) -> list[Column]:
     """Everything the materialization reports about a batch, as aggregates over its evaluated rows."""
-    per_rule = [F.sum((~passes(rule)).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
     return [
         F.count(F.lit(1)).alias("rows"),
         F.sum(passes_all(with_action(rules, "drop")).cast("long")).alias("kept"),
         F.sum((~passes_all(with_action(rules, "fail"))).cast("long")).alias("fail_rule_violations"),
-        *per_rule,
+        *failure_columns(rules),
     ]
 
 
@@ -76,7 +85,7 @@ def counts_from(aggregates: dict, rules: Sequence[Rule]) -> BatchCounts:
         rows=int(aggregates["rows"]),
         kept=int(aggregates["kept"] or 0),
         fail_rule_violations=int(aggregates["fail_rule_violations"] or 0),
-        failures_per_rule={rule.name: int(aggregates[f"rule_{index}"] or 0) for index, rule in enumerate(rules)},
+        failures_per_rule=failures_from(aggregates, rules),
     )
 
 

@@ -6,9 +6,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
@@ -17,8 +19,8 @@ from quarantine_assets.engine.rules import (
     BatchCounts,
     applicable_rules,
     batch_counts,
-    count_columns,
-    counts_from,
+    failure_columns,
+    failures_from,
     passes_all,
     rule_column_problems,
     with_action,
@@ -26,8 +28,8 @@ from quarantine_assets.engine.rules import (
 )
 from quarantine_assets.engine.source import read_source_stream
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
-from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.validated import create_validated_table
 from quarantine_assets.errors import ConfigError, DataQualityFailure
 
 SPLIT_STREAM = "split"
@@ -58,11 +60,11 @@ def split_batch(
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
-    The full scan evaluates each rule as a plain boolean; the counts ride on the validated append
-    (an observation, not an action of its own), and what each table received is Delta's count of
-    the rows its commit wrote. Nothing is cached: the rejected rows are a second, filtered read of
-    the batch, and only they carry the array of failed rules. A batch without rejected rows leaves
-    the inbox untouched.
+    The full scan evaluates each rule as a plain boolean and counts rows on the way (an observation,
+    not an action of its own); what each table received is Delta's count of the rows its commit
+    wrote. Nothing is cached: the rejected rows are a second, filtered read of the batch, and only
+    they carry the array of failed rules and are counted per rule. A batch without rejected rows
+    leaves the inbox untouched.
     """
     rules = applicable_rules(action.rules, batch.columns)
     if with_action(rules, "fail"):
@@ -70,18 +72,24 @@ def split_batch(
     kept = passes_all(with_action(rules, "drop"))
     writer = writer_id(action, SPLIT_STREAM, stream_id)
     target = warehouse.path(action.target_table)
-    observation = Observation(f"split_{action.key}_{batch_id}")
+    quarantining = action.quarantine is not None
+    # In quarantine mode every failing row is rejected, so its failures are counted on the rejected rows.
+    read = Observation(f"split_{action.key}_{batch_id}")
+    counted = [F.count(F.lit(1)).alias("rows")] + ([] if quarantining else failure_columns(rules))
     validated = with_table_columns(
-        batch.observe(observation, *count_columns(rules)).where(kept).drop(*BOOKKEEPING_COLUMNS),
-        action.operational_metadata,
+        batch.observe(read, *counted).where(kept).drop(*BOOKKEEPING_COLUMNS), action.operational_metadata
     )
+    create_validated_table(spark, warehouse, action, validated.schema)
     append_once(validated, target, writer, batch_id)
-    metrics = observed_metrics(observation)
+    read_metrics = observed_metrics(read)
+    rows_validated = committed_rows(target, writer, batch_id) or 0
     # None: Delta skipped the append of a batch it had committed before a crash; count it again.
-    counts = counts_from(metrics, rules) if metrics is not None else batch_counts(batch, rules)
-    rejected_count = counts.rows - counts.kept
+    recount = batch_counts(batch, rules) if read_metrics is None else None
+    rows = recount.rows if recount else read_metrics["rows"]
+    failures = recount.failures_per_rule if recount else ({} if quarantining else failures_from(read_metrics, rules))
+    rejected_count = rows - rows_validated
     held = 0
-    if action.quarantine is not None and rejected_count:
+    if quarantining and rejected_count:
         provenance = Provenance(
             source_table=action.quarantine.source_table,
             action=action.owner,
@@ -90,16 +98,26 @@ def split_batch(
             stream_id=stream_id,
             batch_id=batch_id,
         )
-        records = inbox_records(with_failed_rules(batch.where(~kept), rules), provenance)
+        rejected = Observation(f"rejected_{action.key}_{batch_id}")
+        records = inbox_records(
+            with_failed_rules(batch.where(~kept), rules).observe(rejected, *failure_columns(rules)), provenance
+        )
         held = append_to_dlq_table(spark, records, warehouse.path(action.quarantine.dlq_table), writer, batch_id)
+        rejected_metrics = observed_metrics(rejected)
+        if not recount:
+            failures = (
+                failures_from(rejected_metrics, rules)
+                if rejected_metrics
+                else batch_counts(batch, rules).failures_per_rule
+            )
     return SplitReport(
         batches=1,
-        rows_read=counts.rows,
-        rows_validated=committed_rows(target, writer, batch_id) or 0,
-        rows_quarantined=rejected_count if action.quarantine is not None else 0,
-        rows_dropped=0 if action.quarantine is not None else rejected_count,
+        rows_read=rows,
+        rows_validated=rows_validated,
+        rows_quarantined=rejected_count if quarantining else 0,
+        rows_dropped=0 if quarantining else rejected_count,
         rows_held_in_inbox=held,
-        failures_per_rule=Counter(counts.failures_per_rule),
+        failures_per_rule=Counter(failures),
     )
 
 
@@ -120,7 +138,7 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
     warnings = []
     if action.quarantine is not None:
-        columns = require_healthy_dlq(warehouse, action)
+        columns = before_writing(spark, warehouse, action, by=run_id)
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:

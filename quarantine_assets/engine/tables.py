@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 
-from quarantine_assets.config.models import outbox_table
+from quarantine_assets.config.models import claims_table, outbox_table
 
 if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
     from pyspark.sql import SparkSession
@@ -64,6 +64,13 @@ OUTBOX_CONTEXT_LOSSES = {
     "_dlq_attempt": "a row fixed again after a failed recycle looks like a duplicate to outbox_keys_unique",
     "_dlq_action": "outbox rows do not say which action sent them",
 }
+# Who owns each slice of a DLQ (see engine/claims.py).
+CLAIMS_COLUMNS = {
+    "_dlq_source_table": "STRING NOT NULL",
+    "_dlq_action": "STRING NOT NULL",  # the owning action: pipeline/flowgroup/action
+    "_dlq_claimed_at": "TIMESTAMP NOT NULL",
+    "_dlq_claimed_by": "STRING",  # who claimed or handed it over: a run, or an operator
+}
 UPGRADE_TABLES_COMMAND = "quarantine-assets upgrade-tables"
 CLUSTERING_COLUMN = "_dlq_source_table"
 INBOX_PROPERTIES = {
@@ -112,6 +119,12 @@ def outbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
     return _ddl(warehouse.path(outbox_table(dlq_table)), columns, OUTBOX_PROPERTIES, core)
 
 
+def claims_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+    """Plain Delta, no deletion vectors: delta-rs reads it without a JVM."""
+    columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in CLAIMS_COLUMNS.items())
+    return f"CREATE TABLE IF NOT EXISTS delta.`{warehouse.path(claims_table(dlq_table))}` (\n{columns}\n) USING DELTA"
+
+
 def missing_context_columns(columns: set[str], context_columns: dict[str, str]) -> dict[str, str]:
     return {name: sql_type for name, sql_type in context_columns.items() if name not in columns}
 
@@ -134,6 +147,7 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str
 
 def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: str) -> None:
     """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
-    for table, ddl in ((dlq_table, inbox_ddl), (outbox_table(dlq_table), outbox_ddl)):
+    tables = ((dlq_table, inbox_ddl), (outbox_table(dlq_table), outbox_ddl), (claims_table(dlq_table), claims_ddl))
+    for table, ddl in tables:
         if not DeltaTable.is_deltatable(str(warehouse.path(table))):
             spark.sql(ddl(warehouse, dlq_table))

@@ -1,0 +1,120 @@
+"""One owner per DLQ slice, claimed in the DLQ itself before anything of the slice is written.
+
+The claims live in `<dlq_table>_claims`, one row per `source_table`. A claim is an insert-only MERGE:
+Delta runs it at Serializable isolation, so of two writers racing to claim one slice, the second
+commit conflicts, retries, finds the first one's row and is refused. Every writer (split, outbox,
+recycled, operator) verifies its claim first, across code locations and deployments alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+from delta.tables import DeltaTable as SparkDeltaTable
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from quarantine_assets import codes
+from quarantine_assets.config.models import DataQualityAction, claims_table
+from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.dlq_columns import DlqColumns
+from quarantine_assets.engine.table_health import require_healthy_dlq
+from quarantine_assets.engine.tables import Warehouse, claims_ddl
+from quarantine_assets.errors import OwnershipError
+
+RELEASE_COMMAND = "quarantine-assets release-claim"
+TRANSFER_COMMAND = "quarantine-assets transfer-claim"
+
+
+@dataclass(frozen=True)
+class Claim:
+    source_table: str
+    owner: str
+    claimed_by: str | None
+
+
+def before_writing(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, by: str) -> DlqColumns:
+    """What every writer of a slice does first: DLQ tables that keep every row, and its claim on the slice.
+
+    Returns the columns the tables have, for writers to adapt to.
+    """
+    columns = require_healthy_dlq(warehouse, action)
+    claim_slice(spark, warehouse, action, by)
+    return columns
+
+
+def claims(warehouse: Warehouse, dlq_table: str) -> dict[str, Claim]:
+    """Every claim on the DLQ, by source_table; empty while nobody has claimed anything."""
+    path = str(warehouse.path(claims_table(dlq_table)))
+    if not DeltaTable.is_deltatable(path):
+        return {}
+    rows = DeltaTable(path).to_pyarrow_table(columns=["_dlq_source_table", "_dlq_action", "_dlq_claimed_by"])
+    return {
+        source: Claim(source, owner, by)
+        for source, owner, by in zip(
+            *(pc.cast(rows[name], "string").to_pylist() for name in rows.column_names), strict=True
+        )
+    }
+
+
+def claim_slice(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, by: str) -> Claim:
+    """The action's claim on its slice: verified, or made when nobody has one. Refused when another owns it."""
+    dlq_table, source_table = action.quarantine.dlq_table, action.quarantine.source_table
+    claim = claims(warehouse, dlq_table).get(source_table)
+    if claim is None:
+        retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, dlq_table)))
+        new = spark.createDataFrame(
+            [(source_table, action.owner, by)], "_dlq_source_table STRING, _dlq_action STRING, _dlq_claimed_by STRING"
+        ).withColumn("_dlq_claimed_at", F.current_timestamp())
+        target = warehouse.path(claims_table(dlq_table))
+        retry_on_conflict(
+            lambda: spark.sql(
+                f"MERGE INTO delta.`{target}` AS claim USING {{new}} AS new "
+                "ON claim._dlq_source_table = new._dlq_source_table WHEN NOT MATCHED THEN INSERT *",
+                new=new,
+            )
+        )
+        claim = claims(warehouse, dlq_table)[source_table]
+    if claim.owner != action.owner:
+        raise OwnershipError(
+            codes.SLICE_OWNED_ELSEWHERE,
+            f"{source_table} in {dlq_table} belongs to {claim.owner}, not to {action.owner}: nothing was written. "
+            f"If {action.owner} should own it, release it with `{RELEASE_COMMAND} {source_table}` or hand it "
+            f"over with `{TRANSFER_COMMAND} {source_table} --to {action.owner}`",
+            file=action.config_file,
+            field="quarantine.source_table",
+        )
+    return claim
+
+
+def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, source_table: str) -> bool:
+    """Nobody owns the slice afterwards; the next writer of it claims it. False when it was not claimed."""
+    if source_table not in claims(warehouse, dlq_table):
+        return False
+    target = warehouse.path(claims_table(dlq_table))
+    # Delta's DELETE takes no SQL parameters; a column condition keeps the name out of the SQL text.
+    retry_on_conflict(
+        lambda: SparkDeltaTable.forPath(spark, str(target)).delete(F.col("_dlq_source_table") == F.lit(source_table))
+    )
+    return True
+
+
+def transfer_claim(
+    spark: SparkSession, warehouse: Warehouse, dlq_table: str, source_table: str, owner: str, by: str
+) -> None:
+    """Hand the slice to `owner` (pipeline/flowgroup/action), claimed or not."""
+    target = warehouse.path(claims_table(dlq_table))
+    retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, dlq_table)))
+    handed = spark.createDataFrame(
+        [(source_table, owner, by)], "_dlq_source_table STRING, _dlq_action STRING, _dlq_claimed_by STRING"
+    ).withColumn("_dlq_claimed_at", F.current_timestamp())
+    retry_on_conflict(
+        lambda: spark.sql(
+            f"MERGE INTO delta.`{target}` AS claim USING {{new}} AS new "
+            "ON claim._dlq_source_table = new._dlq_source_table "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+            new=handed,
+        )
+    )
