@@ -100,11 +100,7 @@ def run(
 @app.command(hidden=True)
 def worker(role: str, name: str, root: Path, seed: int, rounds: int) -> None:
     """One process: its writes, then one line of JSON with what it did and the conflicts it retried."""
-    from quarantine_assets.engine.operator import fix_rows
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.recycled import run_recycled
     from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.split import run_split
     from quarantine_assets.engine.tables import Warehouse
 
     conflicts = Counter()
@@ -113,7 +109,27 @@ def worker(role: str, name: str, root: Path, seed: int, rounds: int) -> None:
     warehouse = Warehouse(root)
     rng = random.Random(f"{seed}/{role}")
     done = Counter()
-    for round_ in range(rounds):
+    finished = root / "finished"
+    try:
+        done["rounds"] = _work(spark, warehouse, role, name, seed, rounds, finished, rng, done)
+    finally:
+        # Failed or not, so that the workers waiting for it stop.
+        finished.mkdir(exist_ok=True)
+        (finished / f"{role}-{name}").touch()
+    print(json.dumps(dict(done) | {"conflicts_retried": dict(conflicts)}))
+
+
+def _work(spark, warehouse, role: str, name: str, seed: int, rounds: int, finished: Path, rng, done: Counter) -> int:
+    """The worker's rounds. The operator keeps fixing until every split has finished, and the recycler
+    keeps recycling until the operator has too, so that every writer overlaps the others."""
+    awaited = {"split": [], "operator": ["split-"], "recycle": ["split-", "operator-"]}[role]
+    from quarantine_assets.engine.operator import fix_rows
+    from quarantine_assets.engine.outbox import run_outbox
+    from quarantine_assets.engine.recycled import run_recycled
+    from quarantine_assets.engine.split import run_split
+
+    round_ = 0
+    while round_ < rounds or any(not _all_finished(finished, prefix) for prefix in awaited):
         if role == "split":
             action = action_named(name)
             spark.createDataFrame(
@@ -134,11 +150,18 @@ def worker(role: str, name: str, root: Path, seed: int, rounds: int) -> None:
                     )
                     done["rows_fixed"] += fixed.rows_changed
         else:
-            for action in map(action_named, ACTIONS):
-                if warehouse.path(action.target_table).exists():
-                    done["rows_sent"] += run_outbox(spark, action, warehouse, f"recycle-{round_}").rows_sent
-                    done["rows_landed"] += run_recycled(spark, action, warehouse, f"recycle-{round_}").rows_landed
-    print(json.dumps(dict(done) | {"conflicts_retried": dict(conflicts)}))
+            targets = [action for action in map(action_named, ACTIONS) if warehouse.path(action.target_table).exists()]
+            for action in targets:
+                done["rows_sent"] += run_outbox(spark, action, warehouse, f"recycle-{round_}").rows_sent
+                done["rows_landed"] += run_recycled(spark, action, warehouse, f"recycle-{round_}").rows_landed
+            if not targets:
+                time.sleep(1)  # no split has written yet: nothing to recycle
+        round_ += 1
+    return round_
+
+
+def _all_finished(finished: Path, prefix: str) -> bool:
+    return len(list(finished.glob(f"{prefix}*"))) == (len(ACTIONS) if prefix == "split-" else 1)
 
 
 def _quarantined_keys(spark, warehouse, action, rng: random.Random, count: int) -> list[str]:

@@ -49,6 +49,9 @@ SOURCE_SCHEMA_UNKNOWN = _code("QA-CFG-028", "a file source has no declared schem
 RULE_COLUMN_MISSING = _code(
     "QA-CFG-025", "a rule names a column the source does not have; the message lists those it has"
 )
+UNSTORABLE_SOURCE_COLUMN = _code(
+    "QA-CFG-029", "a source column holds a map whose keys are not strings, which a DLQ payload cannot keep"
+)
 
 # Tables: the run stops before anything is written.
 DLQ_TABLE_MISSING = _code("QA-TBL-001", "a DLQ inbox or outbox does not exist; create it with create-tables")

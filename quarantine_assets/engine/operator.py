@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
@@ -16,6 +16,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
+from quarantine_assets.engine.payload_types import variant_path
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
@@ -158,17 +159,35 @@ def fix_rows(
     current = _open_payloads(spark, warehouse, action, keys)
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
-    fixed = {key: changes if payload is not None else current[key] | changes for key in keys}
-    updates = spark.createDataFrame(
-        [(key, json.dumps(value)) for key, value in fixed.items()], "_dlq_sk STRING, payload STRING"
+    updates = spark.createDataFrame([(key, json.dumps(changes)) for key in keys], "_dlq_sk STRING, payload STRING")
+    row_data = (
+        F.parse_json("new.payload")
+        if payload is not None
+        else _payload_with([name for key in keys for name in current[key]], changes)
     )
     return _update_open_rows(
         spark,
         warehouse,
         action,
         updates,
-        {"_dlq_status": F.lit(FIXED), "_row_data": F.parse_json("new.payload"), "_dlq_reason": F.lit(None)},
+        {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None)},
         by,
+    )
+
+
+def _payload_with(fields: list[str], changes: dict[str, Any]) -> Column:
+    """The inbox row's payload with the changed fields set from `new.payload`; every other field keeps its
+    variant value as it is, since a trip through JSON would turn binary into text and -0.0 into 0."""
+    changed = F.parse_json("new.payload")
+    return F.to_variant_object(
+        F.struct(
+            *(
+                F.variant_get(
+                    changed if name in changes else F.col("dlq._row_data"), variant_path(name), "variant"
+                ).alias(name)
+                for name in dict.fromkeys([*fields, *changes])
+            )
+        )
     )
 
 

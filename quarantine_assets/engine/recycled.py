@@ -17,6 +17,7 @@ from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.operational_metadata import table_column_names, with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
+from quarantine_assets.engine.payload_types import payload_type_failures, typed_columns
 from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
@@ -24,7 +25,6 @@ from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
 
 RECYCLED_STREAM = "recycled"
-PAYLOAD_TYPE_RULE = "payload_type"
 # Outcomes of a recycled row, besides going back to quarantined or exhausted.
 LANDS = "lands"
 ALREADY_LANDED = "already_landed"
@@ -40,40 +40,6 @@ class RecycleReport:
     rows_already_landed: int = 0  # passed, but an earlier landing already appended them: not appended again
     rows_unaccounted: int = 0  # neither landed nor back in the inbox: should never happen
     warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
-
-
-def variant_path(field: str) -> str:
-    """A quoted path, so column names with dots, spaces or quotes still resolve.
-
-    Spark's variant paths have no escapes: a name holding a single quote goes in double quotes.
-    """
-    return f'$["{field}"]' if "'" in field else f"$['{field}']"
-
-
-def typed_columns(schema: StructType) -> list[Column]:
-    return [
-        F.try_variant_get("_row_data", variant_path(f.name), f.dataType.simpleString()).alias(f.name) for f in schema
-    ]
-
-
-def payload_type_failures(schema: StructType) -> Column:
-    """A field that is present and not NULL but does not cast to its column type fails, never becomes NULL."""
-    failures = []
-    for column in schema:
-        path = variant_path(column.name)
-        raw = F.variant_get("_row_data", path, "variant")
-        cast = F.try_variant_get("_row_data", path, column.dataType.simpleString())
-        mismatch = raw.isNotNull() & ~F.is_variant_null(raw) & cast.isNull()
-        failures.append(
-            F.when(
-                mismatch,
-                F.struct(
-                    F.lit(PAYLOAD_TYPE_RULE).alias("name"),
-                    F.lit(f"{column.name} is {column.dataType.simpleString()}").alias("rule"),
-                ),
-            )
-        )
-    return F.filter(F.array(*failures), lambda failure: failure.isNotNull())
 
 
 def recycle_batch(

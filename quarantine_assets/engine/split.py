@@ -15,6 +15,7 @@ from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
+from quarantine_assets.engine.payload_types import unstorable_fields
 from quarantine_assets.engine.rules import (
     BatchCounts,
     applicable_rules,
@@ -30,7 +31,7 @@ from quarantine_assets.engine.source import read_source_stream
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import create_validated_table
-from quarantine_assets.errors import ConfigError, DataQualityFailure
+from quarantine_assets.errors import ConfigError, DataQualityFailure, Problem
 
 SPLIT_STREAM = "split"
 
@@ -147,6 +148,17 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     stream = with_view_columns(read_source_stream(spark, action.source, warehouse), action.operational_metadata)
     # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
     problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
+    if action.quarantine is not None:
+        problems += [
+            Problem(
+                codes.UNSTORABLE_SOURCE_COLUMN,
+                f"source column {path} is a map whose keys are not strings; a DLQ payload is a variant, whose "
+                "objects key by text only, so its rows could not be kept. Cast the keys to STRING in the source",
+                file=action.config_file,
+                field=path,
+            )
+            for path in unstorable_fields(stream.schema)
+        ]
     if problems:
         raise ConfigError(problems)
     return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
