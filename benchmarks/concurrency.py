@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from harness import write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -92,6 +93,10 @@ def run(
         typer.echo(f"{name:>18}: {report}")
     typer.echo(f"reconciled: {reconciled}")
     typer.echo(f"{len(workers)} workers in {elapsed:.0f}s")
+    written = write_results(
+        "concurrency", {"seed": seed, "rounds": rounds, "seconds": round(elapsed, 1), "workers": reports} | reconciled
+    )
+    typer.echo(written)
     failed = [name for name, report in reports.items() if "failed" in report]
     if failed or not reconciled["ok"]:
         raise typer.Exit(1)

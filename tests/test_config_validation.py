@@ -169,8 +169,14 @@ def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, dlq_table):
     assert_has(problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
 
 
-def test_source_table_not_fully_qualified_is_qa_cfg_014(tmp_path):
-    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "orders"}
+@pytest.mark.parametrize(
+    "source_table",
+    ["orders", "main.bronze.orders'; DROP TABLE main.ops.dlq; --", "main.bronze.`orders`", "main.bronze.orders\n"],
+    ids=["one part", "sql", "backticks", "trailing newline"],
+)
+def test_source_table_that_is_not_a_plain_qualified_identifier_is_qa_cfg_014(tmp_path, source_table):
+    """Table names reach SQL text, so only plain identifiers pass: nothing else can be interpolated."""
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": source_table}
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
     assert_has(
         problems_of(config), "QA-CFG-014", config / "pipelines/orders.yaml", "actions[1].quarantine.source_table"

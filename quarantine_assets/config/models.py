@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from quarantine_assets.errors import Problem
 
-QUALIFIED_NAME = re.compile(r"^[A-Za-z_][\w]*\.[A-Za-z_][\w]*\.[A-Za-z_][\w]*$")
+QUALIFIED_NAME = re.compile(r"^[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]\w*\Z")
 OUTBOX_SUFFIX = "_outbox"
 CLAIMS_SUFFIX = "_claims"
 DEFAULT_MAX_ATTEMPTS = 3

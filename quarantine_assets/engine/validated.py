@@ -5,7 +5,7 @@ from __future__ import annotations
 from delta.tables import DeltaTable
 from deltalake import DeltaTable as DeltaLakeTable
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
@@ -13,6 +13,7 @@ from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import MissingTableError
 
+REFUSED_WITHOUT_COLUMN_MAPPING = set(" ,;{}()\n\t=")
 COLUMN_MAPPING = {
     "delta.columnMapping.mode": "name",
     "delta.minReaderVersion": "2",
@@ -32,13 +33,27 @@ def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQual
     return spark.read.format("delta").load(str(path)).schema
 
 
+def needs_column_mapping(data_type: DataType) -> bool:
+    """Whether a column or nested field name holds a character plain Delta refuses."""
+    if isinstance(data_type, StructType):
+        return any(
+            set(field.name) & REFUSED_WITHOUT_COLUMN_MAPPING or needs_column_mapping(field.dataType)
+            for field in data_type
+        )
+    if isinstance(data_type, ArrayType):
+        return needs_column_mapping(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return needs_column_mapping(data_type.keyType) or needs_column_mapping(data_type.valueType)
+    return False
+
+
 def create_validated_table(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, schema: StructType
 ) -> None:
-    """Created before the first append, with column mapping, so that any column name Spark reads
-    (spaces, dots, non-ASCII) can be stored: plain Delta refuses some characters in column names."""
+    """Created before the first append, with column mapping, when a column name needs it (spaces, commas,
+    braces...). Other tables are created by their first append: one commit less."""
     path = warehouse.path(action.target_table)
-    if DeltaLakeTable.is_deltatable(str(path)):
+    if not needs_column_mapping(schema) or DeltaLakeTable.is_deltatable(str(path)):
         return
     builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
     for key, value in COLUMN_MAPPING.items():

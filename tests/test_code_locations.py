@@ -1,0 +1,140 @@
+"""Two code locations in one `dagster dev` workspace claim one slice: the second is refused before writing.
+
+The whole product as a user runs it: the webserver and the daemon of `dagster dev`, runs launched over
+GraphQL into their own processes, each location loading its own copy of a project.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+import yaml
+from dagster import DagsterInstance, DagsterRunStatus
+from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from typer.testing import CliRunner
+
+from quarantine_assets.cli import app
+from quarantine_assets.defs.definitions import SPLIT_JOB
+from quarantine_assets.engine.claims import claims
+from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.settings import REPO_ROOT
+
+LOCATION = """
+from pathlib import Path
+
+from quarantine_assets.config.loader import load_project
+from quarantine_assets.defs import build_definitions
+from quarantine_assets.defs.resources import default_resources
+
+WAREHOUSE = Path({warehouse!r})
+defs = build_definitions(load_project(Path({config_dir!r}), "dev", WAREHOUSE), default_resources(WAREHOUSE))
+"""
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def location(tmp_path: Path, name: str, warehouse: Path, pipeline: str) -> dict:
+    """A copy of the demo project whose pipeline is named `pipeline`, as another team's repository would hold."""
+    config_dir = tmp_path / name
+    shutil.copytree(REPO_ROOT / "configs", config_dir)
+    for flowgroup in (config_dir / "pipelines" / "demo").glob("*.yaml"):
+        flowgroup.write_text(flowgroup.read_text().replace("pipeline: demo\n", f"pipeline: {pipeline}\n"))
+    (tmp_path / f"{name}.py").write_text(LOCATION.format(warehouse=str(warehouse), config_dir=str(config_dir)))
+    return {"python_file": {"relative_path": f"{name}.py", "location_name": name}}
+
+
+def finished_run(client: DagsterGraphQLClient, location_name: str) -> str:
+    """Submitted once the webserver has loaded the location, then waited for."""
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            run_id = client.submit_job_execution(
+                SPLIT_JOB, repository_location_name=location_name, repository_name="__repository__"
+            )
+            break
+        except (DagsterGraphQLClientError, requests.exceptions.ConnectionError):
+            assert time.monotonic() < deadline, f"dagster dev never offered {location_name}"
+            time.sleep(2)
+    while client.get_run_status(run_id) not in FINISHED:
+        assert time.monotonic() < deadline, f"run {run_id} of {location_name} did not finish"
+        time.sleep(2)
+    return run_id
+
+
+def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
+    """Each failed step's error with the errors that caused it, as the UI shows them."""
+    failures = []
+    for record in instance.all_logs(run_id):
+        if record.dagster_event is None or not record.dagster_event.is_step_failure:
+            continue
+        error, messages = record.dagster_event.step_failure_data.error, []
+        while error is not None:
+            messages.append(error.message)
+            error = error.cause
+        failures.append("".join(messages))
+    return failures
+
+
+def test_a_second_code_location_claiming_the_same_slice_is_refused_in_one_workspace(spark, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    demo = CliRunner().invoke(app, ["--warehouse", str(warehouse), "demo"], env={"COLUMNS": "250"})
+    assert demo.exit_code == 0, demo.output
+    # The demo's input has been split: a run of the owner adds nothing, a refused run must not either.
+    logs = [warehouse / "demo" / "ops" / "dlq" / "_delta_log", warehouse / "demo" / "bronze" / "orders" / "_delta_log"]
+    commits_before = [sorted(log.glob("*.json")) for log in logs]
+    assert all(commits_before)
+
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    location(tmp_path, "first", warehouse, "demo"),
+                    location(tmp_path, "second", warehouse, "other_team"),
+                ]
+            }
+        )
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "instance" / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key != "QUARANTINE_SENSORS"} | {"DAGSTER_HOME": str(home)}
+    dev = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(workspace), "-p", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+        refused = finished_run(client, "second")
+        owned = finished_run(client, "first")
+    finally:
+        os.killpg(dev.pid, signal.SIGTERM)
+        dev.wait(timeout=60)
+
+    instance = DagsterInstance.from_config(str(home))
+    assert instance.get_run_by_id(refused).status == DagsterRunStatus.FAILURE
+    failures = step_failures(instance, refused)
+    assert failures and all("QA-OWN-001" in failure for failure in failures)
+    assert any("other_team/orders/dq_orders" in f and "demo/orders/dq_orders" in f for f in failures)
+    assert instance.get_run_by_id(owned).status == DagsterRunStatus.SUCCESS
+    assert [sorted(log.glob("*.json")) for log in logs] == commits_before
+    owners = {claim.owner for claim in claims(Warehouse(warehouse), "demo.ops.dlq").values()}
+    assert owners == {"demo/orders/dq_orders", "demo/customers/dq_customers"}
