@@ -1,4 +1,5 @@
-"""Two code locations in one `dagster dev` workspace claim one slice: the second is refused before writing.
+"""Two code locations in one `dagster dev` workspace claim one slice: the second is refused before writing;
+the owner's runs queue on the DLQ's concurrency pool.
 
 The whole product as a user runs it: the webserver and the daemon of `dagster dev`, runs launched over
 GraphQL into their own processes, each location loading its own copy of a project.
@@ -22,7 +23,7 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
-from quarantine_assets.defs.definitions import SPLIT_JOB
+from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB
 from quarantine_assets.engine.claims import claims
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.settings import REPO_ROOT
@@ -56,22 +57,39 @@ def location(tmp_path: Path, name: str, warehouse: Path, pipeline: str) -> dict:
     return {"python_file": {"relative_path": f"{name}.py", "location_name": name}}
 
 
-def finished_run(client: DagsterGraphQLClient, location_name: str) -> str:
-    """Submitted once the webserver has loaded the location, then waited for."""
-    deadline = time.monotonic() + 600
+def submitted(client: DagsterGraphQLClient, location_name: str, job: str = SPLIT_JOB) -> str:
+    """Submitted once the webserver has loaded the location."""
+    deadline = time.monotonic() + 300
     while True:
         try:
-            run_id = client.submit_job_execution(
-                SPLIT_JOB, repository_location_name=location_name, repository_name="__repository__"
+            return client.submit_job_execution(
+                job, repository_location_name=location_name, repository_name="__repository__"
             )
-            break
         except (DagsterGraphQLClientError, requests.exceptions.ConnectionError):
             assert time.monotonic() < deadline, f"dagster dev never offered {location_name}"
             time.sleep(2)
-    while client.get_run_status(run_id) not in FINISHED:
-        assert time.monotonic() < deadline, f"run {run_id} of {location_name} did not finish"
+
+
+def finished(client: DagsterGraphQLClient, *run_ids: str) -> None:
+    deadline = time.monotonic() + 600
+    while any(client.get_run_status(run_id) not in FINISHED for run_id in run_ids):
+        assert time.monotonic() < deadline, f"runs {run_ids} did not finish"
         time.sleep(2)
-    return run_id
+
+
+def step_spans(instance: DagsterInstance, run_ids: list[str]) -> list[tuple[float, float, str]]:
+    """When each step of the runs started and ended."""
+    started, spans = {}, []
+    for run_id in run_ids:
+        for record in instance.all_logs(run_id):
+            event = record.dagster_event
+            if event is None or event.step_key is None:
+                continue
+            if event.is_step_start:
+                started[(run_id, event.step_key)] = record.timestamp
+            elif event.is_step_success or event.is_step_failure:
+                spans.append((started[(run_id, event.step_key)], record.timestamp, event.step_key))
+    return sorted(spans)
 
 
 def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
@@ -88,7 +106,7 @@ def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
     return failures
 
 
-def test_a_second_code_location_claiming_the_same_slice_is_refused_in_one_workspace(spark, tmp_path):
+def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue_in_one_workspace(spark, tmp_path):
     warehouse = tmp_path / "warehouse"
     demo = CliRunner().invoke(app, ["--warehouse", str(warehouse), "demo"], env={"COLUMNS": "250"})
     assert demo.exit_code == 0, demo.output
@@ -123,8 +141,14 @@ def test_a_second_code_location_claiming_the_same_slice_is_refused_in_one_worksp
     )
     try:
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-        refused = finished_run(client, "second")
-        owned = finished_run(client, "first")
+        refused = submitted(client, "second")
+        finished(client, refused)
+        owned = submitted(client, "first")
+        finished(client, owned)
+        commits_after = [sorted(log.glob("*.json")) for log in logs]
+        # Two runs of one instance at once: every step writes the DLQ, so the pool lets one run at a time.
+        together = [submitted(client, "first", RECYCLE_JOB), submitted(client, "first", SPLIT_JOB)]
+        finished(client, *together)
     finally:
         os.killpg(dev.pid, signal.SIGTERM)
         dev.wait(timeout=60)
@@ -135,6 +159,11 @@ def test_a_second_code_location_claiming_the_same_slice_is_refused_in_one_worksp
     assert failures and all("QA-OWN-001" in failure for failure in failures)
     assert any("other_team/orders/dq_orders" in f and "demo/orders/dq_orders" in f for f in failures)
     assert instance.get_run_by_id(owned).status == DagsterRunStatus.SUCCESS
-    assert [sorted(log.glob("*.json")) for log in logs] == commits_before
+    assert commits_after == commits_before
+    assert all(instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS for run_id in together)
+    # The writers' steps; the checks' steps only read and are in no pool.
+    spans = [span for span in step_spans(instance, together) if span[2].endswith(("__outbox", "__recycled", "_split"))]
+    assert len(spans) == 6  # outbox and recycled of both actions, and both splits
+    assert all(ended <= next_start for (_, ended, _), (next_start, _, _) in zip(spans, spans[1:])), spans
     owners = {claim.owner for claim in claims(Warehouse(warehouse), "demo.ops.dlq").values()}
     assert owners == {"demo/orders/dq_orders", "demo/customers/dq_customers"}
