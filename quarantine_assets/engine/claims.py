@@ -64,18 +64,7 @@ def claim_slice(spark: SparkSession, warehouse: Warehouse, action: DataQualityAc
     dlq_table, source_table = action.quarantine.dlq_table, action.quarantine.source_table
     claim = claims(warehouse, dlq_table).get(source_table)
     if claim is None:
-        retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, dlq_table)))
-        new = spark.createDataFrame(
-            [(source_table, action.owner, by)], "_dlq_source_table STRING, _dlq_action STRING, _dlq_claimed_by STRING"
-        ).withColumn("_dlq_claimed_at", F.current_timestamp())
-        target = warehouse.path(claims_table(dlq_table))
-        retry_on_conflict(
-            lambda: spark.sql(
-                f"MERGE INTO delta.`{target}` AS claim USING {{new}} AS new "
-                "ON claim._dlq_source_table = new._dlq_source_table WHEN NOT MATCHED THEN INSERT *",
-                new=new,
-            )
-        )
+        _write_claim(spark, warehouse, dlq_table, Claim(source_table, action.owner, by), replace=False)
         claim = claims(warehouse, dlq_table)[source_table]
     if claim.owner != action.owner:
         raise OwnershipError(
@@ -105,16 +94,22 @@ def transfer_claim(
     spark: SparkSession, warehouse: Warehouse, dlq_table: str, source_table: str, owner: str, by: str
 ) -> None:
     """Hand the slice to `owner` (pipeline/flowgroup/action), claimed or not."""
-    target = warehouse.path(claims_table(dlq_table))
+    _write_claim(spark, warehouse, dlq_table, Claim(source_table, owner, by), replace=True)
+
+
+def _write_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, claim: Claim, replace: bool) -> None:
+    """One MERGE on the slice's row: inserted when nobody claims it, and replaced only for a transfer."""
     retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, dlq_table)))
-    handed = spark.createDataFrame(
-        [(source_table, owner, by)], "_dlq_source_table STRING, _dlq_action STRING, _dlq_claimed_by STRING"
+    row = spark.createDataFrame(
+        [(claim.source_table, claim.owner, claim.claimed_by)],
+        "_dlq_source_table STRING, _dlq_action STRING, _dlq_claimed_by STRING",
     ).withColumn("_dlq_claimed_at", F.current_timestamp())
+    target = warehouse.path(claims_table(dlq_table))
+    when_matched = "WHEN MATCHED THEN UPDATE SET * " if replace else ""
     retry_on_conflict(
         lambda: spark.sql(
             f"MERGE INTO delta.`{target}` AS claim USING {{new}} AS new "
-            "ON claim._dlq_source_table = new._dlq_source_table "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-            new=handed,
+            f"ON claim._dlq_source_table = new._dlq_source_table {when_matched}WHEN NOT MATCHED THEN INSERT *",
+            new=row,
         )
     )
