@@ -87,6 +87,7 @@ def test_claims_are_listed_and_released_from_the_command_line(spark, warehouse, 
 RACER = textwrap.dedent(
     """
     import sys
+    import time
     from pathlib import Path
     sys.path.insert(0, "tests")
     from builders import orders_action
@@ -99,7 +100,7 @@ RACER = textwrap.dedent(
     spark = build_spark_session("local[1]")
     Path(sys.argv[3]).touch()
     while len(list(Path(sys.argv[3]).parent.glob("ready-*"))) < 2:
-        pass
+        time.sleep(0.01)
     try:
         claim_slice(spark, Warehouse(Path(sys.argv[1])), action, by=sys.argv[2])
         print("claimed")

@@ -137,10 +137,6 @@ def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQuality
 
 def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> SplitReport:
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
-    warnings = []
-    if action.quarantine is not None:
-        columns = before_writing(spark, warehouse, action, by=run_id)
-        warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
         return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
@@ -161,4 +157,9 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         ]
     if problems:
         raise ConfigError(problems)
+    # Claimed only once the config is known to be right: a refused run leaves no trace, not even a claim.
+    warnings = []
+    if action.quarantine is not None:
+        columns = before_writing(spark, warehouse, action, by=run_id)
+        warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
