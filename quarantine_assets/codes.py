@@ -60,6 +60,15 @@ DLQ_WOULD_LOSE_ROWS = _code(
     "QA-TBL-003", "a DLQ table would lose rows: change feed, row tracking or deletion vectors off, or a column wrong"
 )
 
+# Sources: the run stops before anything of the batch is written.
+SOURCE_SCHEMA_CHANGED = _code(
+    "QA-SRC-001", "a source column was retyped or dropped in a way the split cannot follow; nothing was written"
+)
+SPLIT_CHECKPOINT_LOST = _code(
+    "QA-SRC-002",
+    "the split's checkpoint is gone while the validated table holds batches it committed; nothing was written",
+)
+
 # Data quality (dqe mode).
 FAIL_RULE_VIOLATED = _code("QA-DQ-001", "a fail rule was violated; nothing of the batch was written")
 

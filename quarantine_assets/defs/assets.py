@@ -75,7 +75,9 @@ def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
         "rows_quarantined": report.rows_quarantined,
         "rows_dropped": report.rows_dropped,
     }
-    metadata.update({f"failures: {rule.name}": report.failures_per_rule.get(rule.name, 0) for rule in action.rules})
+    # Every rule of the action, failed or not, and the rules the split adds (`record_parses`) where they failed.
+    failures = {rule.name: 0 for rule in action.rules} | dict(report.failures_per_rule)
+    metadata.update({f"failures: {name}": count for name, count in failures.items()})
     return metadata
 
 

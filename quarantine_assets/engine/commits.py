@@ -66,14 +66,16 @@ def append_to_dlq_table(spark: SparkSession, rows: DataFrame, path: Path, writer
     return committed_rows(path, writer_id, batch_id) or 0
 
 
-def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int) -> None:
-    """Delta records (writer_id, batch_id) in the commit and skips a batch it has already seen."""
+def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int, *, add_columns: bool = False) -> None:
+    """Delta records (writer_id, batch_id) in the commit and skips a batch it has already seen.
+    `add_columns`: columns of `rows` the table lacks are added to it; retyped ones are still refused."""
     retry_on_conflict(
         lambda: (
             rows.write.format("delta")
             .mode("append")
             .option("txnAppId", writer_id)
             .option("txnVersion", batch_id)
+            .option("mergeSchema", str(add_columns).lower())
             .save(str(path))
         )
     )

@@ -76,6 +76,26 @@ def committed_rows(path: Path, app_id: str, version: int) -> int | None:
     return None
 
 
+def transaction_writers(path: Path, prefix: str) -> set[str]:
+    """The idempotent writers (`txnAppId`) starting with `prefix` that the table's snapshot remembers:
+    those in its newest checkpoint and in the commits after it."""
+    log = path / "_delta_log"
+    files = os.listdir(log)
+    checkpoint = max((v for v in map(_checkpoint_version, files) if v is not None), default=-1)
+    writers = set()
+    for name in files:
+        commit = _commit_version(name)
+        if (commit is not None and commit > checkpoint) or (
+            name.endswith(".json") and _checkpoint_version(name) == checkpoint
+        ):
+            writers |= {action["txn"]["appId"] for action in _json_actions(log / name, "txn")}
+        elif _checkpoint_version(name) == checkpoint:
+            parquet = pq.ParquetFile(log / name)
+            if "txn" in parquet.schema_arrow.names:
+                writers |= {txn["appId"] for txn in parquet.read(columns=["txn"]).column("txn").to_pylist() if txn}
+    return {writer for writer in writers if writer.startswith(prefix)}
+
+
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 # Classic `<v>.checkpoint.parquet`, multi-part `<v>.checkpoint.<i>.<n>.parquet`, v2 `<v>.checkpoint.<uuid>.json`.
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+)*\.(?:parquet|json)$")

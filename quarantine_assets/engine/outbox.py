@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +22,9 @@ from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 
 OUTBOX_STREAM = "outbox"
+# Spark's and Delta's conditions for a data or change file listed in the log but gone from storage.
+_CHANGES_VACUUMED = re.compile(r"\[(FAILED_READ_FILE\.FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND)\]")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -119,9 +125,28 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
         return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, columns, run_id)
 
     inbox = warehouse.path(action.quarantine.inbox_table)
-    changes = spark.readStream.format("delta").option("readChangeFeed", "true").load(str(inbox))
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
-    return run_action_stream(changes, action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
+
+    def changes() -> DataFrame:
+        return spark.readStream.format("delta").option("readChangeFeed", "true").load(str(inbox))
+
+    try:
+        return run_action_stream(changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
+    except Exception as error:
+        if not _CHANGES_VACUUMED.search(str(error)):
+            raise
+    # The change files this checkpoint still had to read were vacuumed. Every row that waits to be sent is
+    # `fixed` in the inbox as it is now, and a stream without a checkpoint starts with that snapshot.
+    checkpoint = warehouse.checkpoint(action.key, OUTBOX_STREAM)
+    shutil.rmtree(checkpoint)
+    restarted = (
+        f"the change feed of {action.quarantine.inbox_table} was vacuumed before the outbox of {action.name} "
+        "read it; the outbox started again from the inbox as it is now and sent every row that is fixed"
+    )
+    log.warning(restarted)
+    return run_action_stream(
+        changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=[*warnings, restarted])
+    )
 
 
 def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:

@@ -19,6 +19,12 @@ from quarantine_assets.errors import Problem
 FAILED_RULES = "_dlq_failed_rules"
 RESCUED_DATA = "_rescued_data"
 _RESCUED_DATA_REFERENCE = re.compile(rf"\b{RESCUED_DATA}\b")
+# Spark leaves NULLs where a record it could not parse had values, and keeps the raw text aside.
+RECORD_PARSES = Rule(
+    name="record_parses",
+    expression=f"{RESCUED_DATA} IS NULL",
+    message="the record did not parse into the source's columns; its raw text is in _dlq_rescued_data",
+)
 
 
 def applicable_rules(rules: Sequence[Rule], columns: Sequence[str]) -> list[Rule]:
@@ -26,6 +32,14 @@ def applicable_rules(rules: Sequence[Rule], columns: Sequence[str]) -> list[Rule
     if RESCUED_DATA in columns:
         return list(rules)
     return [rule for rule in rules if not _RESCUED_DATA_REFERENCE.search(rule.expression)]
+
+
+def with_record_parses(rules: Sequence[Rule], columns: Sequence[str]) -> list[Rule]:
+    """Where rows carry `_rescued_data`, a record that did not parse is rejected, never landed with its
+    values silently NULL, unless one of the user's own rules already judges it."""
+    if RESCUED_DATA in columns and not any(_RESCUED_DATA_REFERENCE.search(rule.expression) for rule in rules):
+        return [*rules, RECORD_PARSES]
+    return list(rules)
 
 
 def passes(rule: Rule) -> Column:

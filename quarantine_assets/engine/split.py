@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from deltalake import DeltaTable as DeltaLakeTable
+from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -12,7 +15,7 @@ from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
-from quarantine_assets.engine.delta_log import committed_rows
+from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
 from quarantine_assets.engine.payload_types import unstorable_fields
@@ -26,14 +29,19 @@ from quarantine_assets.engine.rules import (
     rule_column_problems,
     with_action,
     with_failed_rules,
+    with_record_parses,
 )
 from quarantine_assets.engine.source import read_source_stream
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.engine.validated import create_validated_table
-from quarantine_assets.errors import ConfigError, DataQualityFailure, Problem
+from quarantine_assets.engine.validated import added_columns, create_validated_table
+from quarantine_assets.errors import ConfigError, DataQualityFailure, Problem, QuarantineError
 
 SPLIT_STREAM = "split"
+# Delta's conditions for a source or batch schema that a stream or an append cannot take as it is.
+_SCHEMA_CHANGE = re.compile(
+    r"\[(DELTA_SCHEMA_CHANGED\w*|DELTA_STREAMING_\w*SCHEMA\w*|DELTA_FAILED_TO_MERGE_FIELDS|DELTA_METADATA_MISMATCH)\]"
+)
 
 
 @dataclass
@@ -67,7 +75,7 @@ def split_batch(
     they carry the array of failed rules and are counted per rule. A batch without rejected rows
     leaves the inbox untouched.
     """
-    rules = applicable_rules(action.rules, batch.columns)
+    rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
     if with_action(rules, "fail"):
         _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
     kept = passes_all(with_action(rules, "drop"))
@@ -81,7 +89,8 @@ def split_batch(
         batch.observe(read, *counted).where(kept).drop(*BOOKKEEPING_COLUMNS), action.operational_metadata
     )
     create_validated_table(spark, warehouse, action, validated.schema)
-    append_once(validated, target, writer, batch_id)
+    added = added_columns(spark, warehouse, action, validated.schema)
+    append_once(validated, target, writer, batch_id, add_columns=bool(added))
     read_metrics = observed_metrics(read)
     rows_validated = committed_rows(target, writer, batch_id) or 0
     # None: Delta skipped the append of a batch it had committed before a crash; count it again.
@@ -119,6 +128,7 @@ def split_batch(
         rows_dropped=0 if quarantining else rejected_count,
         rows_held_in_inbox=held,
         failures_per_rule=Counter(failures),
+        warnings=[f"source columns {added} were added to validated table {action.target_table}"] if added else [],
     )
 
 
@@ -157,9 +167,44 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         ]
     if problems:
         raise ConfigError(problems)
+    _refuse_restart_without_checkpoint(warehouse, action)
     # Claimed only once the config is known to be right: a refused run leaves no trace, not even a claim.
     warnings = []
     if action.quarantine is not None:
         columns = before_writing(spark, warehouse, action, by=run_id)
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
-    return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
+    try:
+        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
+    except (AnalysisException, StreamingQueryException) as error:
+        condition = _SCHEMA_CHANGE.search(str(error))
+        if condition is None:
+            raise
+        raise QuarantineError(
+            codes.SOURCE_SCHEMA_CHANGED,
+            f"the source of {action.name} changed its schema in a way the split cannot follow ({condition[1]}: "
+            f"{str(error).splitlines()[0][:300]}). Nothing of the batch was written and the next run retries it. "
+            "Columns added to a source are added to the validated table; to retype or drop one, restore it in "
+            "the source, or start the action over with a new target_table and checkpoint",
+            file=action.config_file,
+            field=action.name,
+        ) from None
+
+
+def _refuse_restart_without_checkpoint(warehouse: Warehouse, action: DataQualityAction) -> None:
+    """A split checkpoint holds the stream's id and its place in the source. Without it the stream
+    would start over under a new id, and Delta would take every row it reads again for new data."""
+    checkpoint = warehouse.checkpoint(action.key, SPLIT_STREAM)
+    target = warehouse.path(action.target_table)
+    if (checkpoint / "metadata").is_file() or not DeltaLakeTable.is_deltatable(str(target)):
+        return
+    writers = transaction_writers(target, writer_id(action, SPLIT_STREAM, ""))
+    if writers:
+        raise QuarantineError(
+            codes.SPLIT_CHECKPOINT_LOST,
+            f"the split checkpoint of {action.name} ({checkpoint}) is gone, but validated table "
+            f"{action.target_table} holds batches its stream committed ({sorted(writers)[0]}): a new checkpoint "
+            "would read the source from the start and write every row again. Restore the checkpoint folder; or, "
+            "to start over, drop the validated table and the action's inbox rows first. Nothing was written",
+            file=action.config_file,
+            field=action.name,
+        )

@@ -33,6 +33,17 @@ def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQual
     return spark.read.format("delta").load(str(path)).schema
 
 
+def added_columns(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, schema: StructType
+) -> list[str]:
+    """Columns of `schema` the validated table does not have yet: a source that gained columns."""
+    path = warehouse.path(action.target_table)
+    if not DeltaLakeTable.is_deltatable(str(path)):
+        return []
+    existing = {name.lower() for name in spark.read.format("delta").load(str(path)).columns}
+    return [name for name in schema.fieldNames() if name.lower() not in existing]
+
+
 def needs_column_mapping(data_type: DataType) -> bool:
     """Whether a column or nested field name holds a character plain Delta refuses."""
     if isinstance(data_type, StructType):
