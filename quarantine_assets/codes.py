@@ -68,6 +68,9 @@ SPLIT_CHECKPOINT_LOST = _code(
     "QA-SRC-002",
     "the split's checkpoint is gone while the validated table holds batches it committed; nothing was written",
 )
+CSV_HEADER_MISMATCH = _code(
+    "QA-SRC-003", "a CSV file's header does not name the source's columns in order; nothing of its batch was written"
+)
 
 # Data quality (dqe mode).
 FAIL_RULE_VIOLATED = _code("QA-DQ-001", "a fail rule was violated; nothing of the batch was written")

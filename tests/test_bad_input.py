@@ -76,6 +76,31 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text(
     assert report.failures_per_rule["record_parses"] == len(bad_lines)
 
 
+@pytest.mark.parametrize(
+    "header", ["row_no,amount,order_id,currency", "row_no,order_id,amount,currency,channel", "row_no,order_id,amount"]
+)
+def test_a_csv_file_whose_header_names_other_columns_is_refused_and_nothing_of_it_is_written(
+    spark, warehouse, tmp_path, header
+):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.csv").write_text("row_no,order_id,amount,currency\n1,1,1.0,EUR\n")
+    action = file_action(landing, "csv", header="true")
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    run_split(spark, action, warehouse, "first")
+    (landing / "b.csv").write_text(header + "\n" + ",".join(["2"] * len(header.split(","))) + "\n")
+
+    with pytest.raises(QuarantineError) as raised:
+        run_split(spark, action, warehouse, "second")
+
+    assert raised.value.code == "QA-SRC-003" and "b.csv" in str(raised.value)
+    assert table(spark, warehouse, action.target_table).count() == 1
+    assert table(spark, warehouse, action.quarantine.dlq_table).count() == 0
+    (landing / "b.csv").unlink()  # moved out, as the message says: the stream goes on without it
+    (landing / "c.csv").write_text("row_no,order_id,amount,currency\n3,3,3.0,EUR\n")
+    assert run_split(spark, action, warehouse, "third").rows_validated == 1
+
+
 def test_a_column_added_to_the_source_is_added_to_the_validated_table(spark, warehouse):
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)

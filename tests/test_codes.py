@@ -7,7 +7,7 @@ import re
 from quarantine_assets.codes import REGISTRY
 from quarantine_assets.settings import REPO_ROOT
 
-CODE = re.compile(r"^QA-(CFG|TBL|DQ|OPS|OWN|RUN)-\d{3}$")
+CODE = re.compile(r"^QA-(CFG|TBL|DQ|OPS|OWN|RUN|SRC)-\d{3}$")
 
 
 def codes_table() -> str:

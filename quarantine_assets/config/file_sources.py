@@ -34,8 +34,9 @@ LISTING = "the stream lists the source folder itself at the start of every run"
 INSTEAD = {
     "cloudFiles.includeExistingFiles": "files already in the folder are read on the first run",
     "cloudFiles.schemaEvolutionMode": (
-        "the schema is fixed when the stream starts (and pinned by cloudFiles.schemaLocation); fields that "
-        "appear later are not read: declare them and the next run reads them"
+        "the schema is fixed when the stream starts (and pinned by cloudFiles.schemaLocation); a CSV file "
+        "whose header names other columns is refused (QA-SRC-003) and JSON fields that appear later are not "
+        "read: declare them and the next run reads them"
     ),
     "cloudFiles.maxBytesPerTrigger": "batches are bounded by file count only (cloudFiles.maxFilesPerTrigger)",
     "cloudFiles.partitionColumns": "Spark takes partition columns from key=value folder names",

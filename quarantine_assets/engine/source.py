@@ -57,7 +57,10 @@ def rules_against_sources(spark: SparkSession, project: Project, warehouse: Ware
 def _read_file_stream(spark: SparkSession, source: FileSource) -> DataFrame:
     """Rows that do not parse keep their raw text in `_rescued_data`, so they reach the DLQ, not the void."""
     schema = file_schema(spark, source)
-    reader = spark.readStream.format(source.format).options(**source.options)
+    # Spark matches CSV values to columns by position; checking the header refuses a file whose columns moved.
+    # A file refused so is moved out by the user: its batch is then read again without it, not stuck for good.
+    defaults = {"ignoreMissingFiles": "true"} | ({"enforceSchema": "false"} if source.format == "csv" else {})
+    reader = spark.readStream.format(source.format).options(**(defaults | source.options))
     if source.format in RESCUING_FORMATS:
         if RESCUED_DATA not in schema.fieldNames():
             schema = schema.add(RESCUED_DATA, "string")

@@ -7,7 +7,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from deltalake import DeltaTable as DeltaLakeTable
-from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -42,6 +41,12 @@ SPLIT_STREAM = "split"
 _SCHEMA_CHANGE = re.compile(
     r"\[(DELTA_SCHEMA_CHANGED\w*|DELTA_STREAMING_\w*SCHEMA\w*|DELTA_FAILED_TO_MERGE_FIELDS|DELTA_METADATA_MISMATCH)\]"
 )
+# Spark's reader with `enforceSchema` off, on a CSV file whose header disagrees with the columns.
+_CSV_HEADER_MISMATCH = re.compile(
+    r"CSV header does not conform to the schema|Number of column in CSV header is not equal to number of fields"
+)
+_FILE_READ = re.compile(r"CSV file: (\S+)")
+_HEADER_DETAIL = re.compile(r"Expected: \S+ but found: \S+|Header length: \d+, schema size: \d+")
 
 
 @dataclass
@@ -175,19 +180,38 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     try:
         return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
-    except (AnalysisException, StreamingQueryException) as error:
-        condition = _SCHEMA_CHANGE.search(str(error))
-        if condition is None:
+    except Exception as error:
+        refused = _source_refused(str(error), action)
+        if refused is None:
             raise
-        raise QuarantineError(
+        raise refused from None
+
+
+def _source_refused(error: str, action: DataQualityAction) -> QuarantineError | None:
+    """Spark's and Delta's errors for a source the split cannot read as declared, as coded errors.
+    Both stop the batch before its first append: nothing of it is written, and the next run retries it."""
+    where = {"file": action.config_file, "field": action.name}
+    if condition := _SCHEMA_CHANGE.search(error):
+        return QuarantineError(
             codes.SOURCE_SCHEMA_CHANGED,
             f"the source of {action.name} changed its schema in a way the split cannot follow ({condition[1]}: "
-            f"{str(error).splitlines()[0][:300]}). Nothing of the batch was written and the next run retries it. "
+            f"{error.splitlines()[0][:300]}). Nothing of the batch was written and the next run retries it. "
             "Columns added to a source are added to the validated table; to retype or drop one, restore it in "
             "the source, or start the action over with a new target_table and checkpoint",
-            file=action.config_file,
-            field=action.name,
-        ) from None
+            **where,
+        )
+    if _CSV_HEADER_MISMATCH.search(error):
+        file = _FILE_READ.search(error)
+        mismatch = _HEADER_DETAIL.search(error)
+        return QuarantineError(
+            codes.CSV_HEADER_MISMATCH,
+            f"the header of CSV file {file[1] if file else '?'} does not name the source's columns in order"
+            f"{f' ({mismatch[0]})' if mismatch else ''}, so its values would land in the wrong columns. Nothing "
+            "of the batch was written. Move the file out of the source folder (the next run reads the batch "
+            "without it), then back in with its columns in the declared order under a new name",
+            **where,
+        )
+    return None
 
 
 def _refuse_restart_without_checkpoint(warehouse: Warehouse, action: DataQualityAction) -> None:
