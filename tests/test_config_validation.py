@@ -327,3 +327,19 @@ def test_cross_file_rules_still_run_when_an_action_has_other_errors(tmp_path):
 def test_demo_rules_all_parse(spark, tmp_path):
     project = load_project(REPO_ROOT / "configs", env="dev", warehouse=tmp_path / "warehouse")
     assert rule_expression_problems(project, spark) == []
+
+
+@pytest.mark.parametrize(
+    ("schema_file", "content"),
+    [("schema.yaml", "columns: [name: x\n"), ("schema.yaml", b"\xff\xfe columns"), ("schema.ddl", b"\xff\xfe id INT")],
+)
+def test_a_schema_file_that_does_not_parse_or_is_not_text_is_qa_cfg_001(tmp_path, schema_file, content):
+    fg = flowgroup()
+    fg["actions"][0]["source"]["schema_file"] = f"schemas/{schema_file}"
+    root = project_dir(tmp_path, {"orders.yaml": fg})
+    target = root / "schemas" / schema_file
+    target.parent.mkdir()
+    target.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    problems = [problem for problem in problems_of(root) if problem.code == "QA-CFG-001"]
+    assert [problem for problem in problems if target == problem.file or str(target) in problem.message]

@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from quarantine_assets.codes import AUTOLOADER_OPTION_IGNORED, STRUCTURE
+from quarantine_assets.codes import AUTOLOADER_OPTION_IGNORED, STRUCTURE, YAML_UNREADABLE
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.config.yaml_files import child, is_text
+from quarantine_assets.config.yaml_files import child, is_text, read_yaml
 from quarantine_assets.errors import Problem
 
 PREFIX = "cloudFiles."
@@ -125,9 +123,14 @@ def _schema_text(value: Any, config_dir: Path, file: Path, field: str) -> tuple[
     if not path.is_file():
         return None, [Problem(STRUCTURE, f"schema file {path} does not exist", file=file, field=field)]
     if path.suffix.lower() in DDL_FILE_SUFFIXES:
-        return path.read_text(encoding="utf-8").strip().rstrip(","), []
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    columns = document.get("columns") if isinstance(document, dict) else None
+        try:
+            return path.read_text(encoding="utf-8").strip().rstrip(","), []
+        except (OSError, UnicodeDecodeError) as error:
+            return None, [Problem(YAML_UNREADABLE, f"cannot read schema file {path}: {error}", file=file, field=field)]
+    document, problem = read_yaml(path)
+    if problem is not None:
+        return None, [problem]
+    columns = document.get("columns")
     if not isinstance(columns, list) or not all(isinstance(c, dict) and "name" in c and "type" in c for c in columns):
         return None, [Problem(STRUCTURE, f"schema file {path} needs columns: [{{name, type}}]", file=file, field=field)]
     ddl = ", ".join(f"`{c['name']}` {c['type']}" + ("" if c.get("nullable", True) else " NOT NULL") for c in columns)
