@@ -343,3 +343,11 @@ def test_a_schema_file_that_does_not_parse_or_is_not_text_is_qa_cfg_001(tmp_path
 
     problems = [problem for problem in problems_of(root) if problem.code == "QA-CFG-001"]
     assert [problem for problem in problems if target == problem.file or str(target) in problem.message]
+
+
+@pytest.mark.parametrize("content", [b"rules: [unclosed\n", b"\xff\xfe not text"])
+def test_an_expectations_file_that_does_not_parse_or_is_not_text_is_qa_cfg_001(tmp_path, content):
+    root = project_dir(tmp_path, {"orders.yaml": flowgroup()})
+    (root / "expectations" / "rules.yaml").write_bytes(content)
+
+    assert_has(problems_of(root), "QA-CFG-001", root / "expectations" / "rules.yaml", None)
