@@ -31,7 +31,9 @@ from quarantine_assets.engine.split import SplitReport, run_split
 
 
 def _common(action: DataQualityAction) -> dict:
-    return {"group_name": action.pipeline, "kinds": {"spark", "delta"}}
+    """One group per action: the graph frames each action's validated, inbox, outbox and recycled assets
+    under the action's name, so nodes of two actions with the same roles are told apart at a glance."""
+    return {"group_name": action.key, "kinds": {"spark", "delta"}}
 
 
 def dlq_pool(action: DataQualityAction) -> str | None:
@@ -162,7 +164,12 @@ def recycled_asset(action: DataQualityAction):
             f"Outbox rows turned back into {action.target_table}'s columns and re-validated: passing rows are "
             "appended to the validated table once, failing rows go back to the inbox with attempt + 1."
         ),
-        metadata={"dagster/table_name": action.target_table, "max_attempts": action.quarantine.max_attempts},
+        metadata={
+            "dagster/table_name": action.target_table,
+            "max_attempts": action.quarantine.max_attempts,
+            # Dagster cannot draw an edge back to the validated asset, which the split materializes.
+            "lands_in": MetadataValue.text(asset_key(action, VALIDATED).to_user_string()),
+        },
         check_specs=[recycled_check_spec(action)],
         pool=dlq_pool(action),
         **_common(action),
