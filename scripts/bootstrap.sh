@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Installs everything the project needs on a fresh machine: Java if absent, a venv, the package.
+# Installs everything the project needs on a fresh machine: Debian packages if absent, a venv, the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v java >/dev/null 2>&1; then
-  echo "java not found: installing openjdk-17-jre-headless"
+# Debian packages: Java for Spark; PostgreSQL and Chromium for the tests of the production instance and the UI.
+packages=()
+command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || packages+=(postgresql)
+if [ ${#packages[@]} -gt 0 ]; then
+  echo "installing ${packages[*]}"
   as_root=""
   [ "$(id -u)" -ne 0 ] && as_root="sudo"
   $as_root apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -q --no-install-recommends "${packages[@]}"
 fi
 
 python3 -m venv .venv

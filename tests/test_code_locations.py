@@ -7,19 +7,12 @@ GraphQL into their own processes, each location loading its own copy of a projec
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import requests
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_dev import dagster_dev, finished, submitted
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
@@ -31,20 +24,10 @@ from quarantine_assets.settings import REPO_ROOT
 LOCATION = """
 from pathlib import Path
 
-from quarantine_assets.config.loader import load_project
-from quarantine_assets.defs import build_definitions
-from quarantine_assets.defs.resources import default_resources
+from quarantine_assets.defs import load_definitions
 
-WAREHOUSE = Path({warehouse!r})
-defs = build_definitions(load_project(Path({config_dir!r}), "dev", WAREHOUSE), default_resources(WAREHOUSE))
+defs = load_definitions(Path({config_dir!r}), "dev", Path({warehouse!r}))
 """
-FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def location(tmp_path: Path, name: str, warehouse: Path, pipeline: str) -> dict:
@@ -55,26 +38,6 @@ def location(tmp_path: Path, name: str, warehouse: Path, pipeline: str) -> dict:
         flowgroup.write_text(flowgroup.read_text().replace("pipeline: demo\n", f"pipeline: {pipeline}\n"))
     (tmp_path / f"{name}.py").write_text(LOCATION.format(warehouse=str(warehouse), config_dir=str(config_dir)))
     return {"python_file": {"relative_path": f"{name}.py", "location_name": name}}
-
-
-def submitted(client: DagsterGraphQLClient, location_name: str, job: str = SPLIT_JOB) -> str:
-    """Submitted once the webserver has loaded the location."""
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            return client.submit_job_execution(
-                job, repository_location_name=location_name, repository_name="__repository__"
-            )
-        except (DagsterGraphQLClientError, requests.exceptions.ConnectionError):
-            assert time.monotonic() < deadline, f"dagster dev never offered {location_name}"
-            time.sleep(2)
-
-
-def finished(client: DagsterGraphQLClient, *run_ids: str) -> None:
-    deadline = time.monotonic() + 600
-    while any(client.get_run_status(run_id) not in FINISHED for run_id in run_ids):
-        assert time.monotonic() < deadline, f"runs {run_ids} did not finish"
-        time.sleep(2)
 
 
 def step_spans(instance: DagsterInstance, run_ids: list[str]) -> list[tuple[float, float, str]]:
@@ -129,29 +92,17 @@ def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "instance" / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if key != "QUARANTINE_SENSORS"} | {"DAGSTER_HOME": str(home)}
-    dev = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(workspace), "-p", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-        refused = submitted(client, "second")
+    env = {"QUARANTINE_SENSORS": "stopped"}
+    with dagster_dev(workspace, home, env, cwd=tmp_path) as dev:
+        client = dev.client
+        refused = submitted(client, "second", SPLIT_JOB)
         finished(client, refused)
-        owned = submitted(client, "first")
+        owned = submitted(client, "first", SPLIT_JOB)
         finished(client, owned)
         commits_after = [sorted(log.glob("*.json")) for log in logs]
         # Two runs of one instance at once: every step writes the DLQ, so the pool lets one run at a time.
         together = [submitted(client, "first", RECYCLE_JOB), submitted(client, "first", SPLIT_JOB)]
         finished(client, *together)
-    finally:
-        os.killpg(dev.pid, signal.SIGTERM)
-        dev.wait(timeout=60)
 
     instance = DagsterInstance.from_config(str(home))
     assert instance.get_run_by_id(refused).status == DagsterRunStatus.FAILURE

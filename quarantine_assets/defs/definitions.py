@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from pathlib import Path
+
+from dagster import (
+    AssetSelection,
+    DagsterInvalidDefinitionError,
+    Definitions,
+    define_asset_job,
+    in_process_executor,
+)
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
@@ -11,6 +19,7 @@ from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.defs.sensors import recycle_sensor
 from quarantine_assets.defs.table_checks import dlq_table_checks, source_owner_check
+from quarantine_assets.errors import QuarantineError
 
 SPLIT_JOB = "split_all"
 RECYCLE_JOB = "recycle_all"
@@ -39,3 +48,23 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
         # One run, one JVM: Spark sessions cannot be shared across executor processes.
         executor=in_process_executor,
     )
+
+
+class CodeLocationConfigError(DagsterInvalidDefinitionError):
+    """A code location whose pipeline config is invalid, with the config's codes in its message.
+
+    Dagster wraps whatever a code location raises while loading in a generic `DagsterUserCodeLoadError`
+    and shows the cause only behind "View error"; its own errors it passes on as they are, so this one
+    puts the code and the message on top of the UI's load error.
+    """
+
+
+def load_definitions(
+    config_dir: Path | None = None, env: str | None = None, warehouse_root: Path | None = None
+) -> Definitions:
+    """The Definitions of a code location: the project's config, resources on the same warehouse."""
+    try:
+        project = load_project(config_dir, env, warehouse_root)
+    except QuarantineError as error:
+        raise CodeLocationConfigError(str(error)) from None
+    return build_definitions(project, default_resources(warehouse_root) if warehouse_root else None)
