@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster_dev import DagsterDev, dagster_dev, finished, submitted
+from playwright.sync_api import Page, expect, sync_playwright
 from postgres_server import postgres_server
 
 from quarantine_assets.config.loader import load_project
@@ -39,6 +41,8 @@ pytestmark = pytest.mark.e2e
 LOCATION = "quarantine_assets"
 BROKEN_LOCATION = "broken_config"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "e2e"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+UI_TIMEOUT_MS = 60_000
 FIXED_ORDER_ID = 900_000_001
 ORDERS = ("dq_orders", "inbox")
 
@@ -270,3 +274,57 @@ def test_a_bad_config_shows_its_code_on_top_of_the_load_error(session):
     assert error["className"] == "CodeLocationConfigError"
     assert error["message"].startswith("quarantine_assets.defs.definitions.CodeLocationConfigError: QA-CFG-")
     assert "demo.bronze.orders" in error["message"]
+
+
+def chromium() -> str:
+    """Debian's Chromium, which `make test` installs; Playwright's own browser download is not used."""
+    found = shutil.which("chromium")
+    if found is None:
+        raise RuntimeError("chromium is not installed; `make test` installs Debian's chromium")
+    return found
+
+
+def visit(page: Page, session: Session, path: str, screenshot: str, *texts: str) -> None:
+    """Opens a page of the UI, waits until each text is visible on it, and keeps a screenshot."""
+    page.goto(session.dev.url + path)
+    for text in texts:
+        expect(page.get_by_text(text).first).to_be_visible(timeout=UI_TIMEOUT_MS)
+    # Dagster's first-visit dialogs would cover what the user came to see.
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    page.screenshot(path=SCREENSHOTS / f"{screenshot}.png", full_page=True)
+
+
+def test_the_ui_in_chromium_shows_each_actions_graph_checks_sensor_run_and_the_load_error(session):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    expanded = ",".join(f"global@global:{action.key}" for action in session.project.actions)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), headless=True)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        try:
+            visit(page, session, f"/asset-groups?expanded={expanded}", "asset-graph", "dq_orders", "dq_customers")
+            for role in ("inbox", "outbox", "recycled", "validated"):
+                # One node per action, each framed by its action's group.
+                expect(page.get_by_text(role, exact=True)).to_have_count(2, timeout=UI_TIMEOUT_MS)
+
+            visit(page, session, "/assets/dq_orders/inbox?view=checks", "inbox-checks", "rows_accounted_for")
+            for check in ("rows_accounted_for", CHANGE_DATA_FEED, SCHEMA, OUTBOX_EXISTS):
+                # The list of checks: each entry is the check's name (twice: label and tooltip) over its status.
+                status = page.get_by_text(re.compile(rf"^({check}\s*)+Succeeded$"))
+                expect(status.first).to_be_visible(timeout=UI_TIMEOUT_MS)
+
+            visit(page, session, "/assets/dq_orders/recycled", "recycled", "lands_in", "dq_orders/validated")
+
+            sensor = "/locations/quarantine_assets/sensors/dq_orders_recycle_sensor"
+            visit(page, session, sensor, "recycle-sensor", "dq_orders_recycle_sensor")
+            expect(page.get_by_role("row", name="Running").get_by_role("checkbox")).to_be_checked()
+
+            visit(page, session, f"/runs/{session.runs['recycle']}", "recycle-run", "Success", "dq_orders__recycled")
+
+            visit(page, session, "/deployment/locations", "code-locations", BROKEN_LOCATION)
+            page.get_by_text("View error").first.click()
+            error = page.get_by_role("dialog")
+            expect(error).to_contain_text("CodeLocationConfigError: QA-CFG-", timeout=UI_TIMEOUT_MS)
+            page.wait_for_timeout(1000)  # the dialog fades in
+            page.screenshot(path=SCREENSHOTS / "load-error.png", full_page=True)
+        finally:
+            browser.close()
