@@ -14,14 +14,21 @@ def evaluations(result) -> dict:
 
 def test_split_accounts_for_every_row_and_fails_a_high_reject_rate(spark, warehouse, tmp_path):
     loop = Loop(spark, warehouse, tmp_path)
-    checks = evaluations(loop.ingest([(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR"), (3, 3, -1.0, "EUR")]))
+    rows = [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR"), (3, 3, -1.0, "EUR"), (4, None, -2.0, "EUR")]
+    rows.append((5, None, 1.0, "EUR"))
+    result = loop.ingest(rows)
+    checks = evaluations(result)
 
     accounted = checks["rows_accounted_for"]
     assert accounted.passed
-    assert accounted.metadata["rows_read"].value == 3 and accounted.metadata["rows_held_in_inbox"].value == 2
+    assert accounted.metadata["rows_read"].value == 5 and accounted.metadata["rows_held_in_inbox"].value == 4
     rate = checks["reject_rate"]
     assert not rate.passed and rate.severity == AssetCheckSeverity.ERROR
-    assert rate.metadata["reject_rate"].value == round(2 / 3, 4)
+    assert rate.metadata["reject_rate"].value == 0.8
+    # Row 4 fails both rules and counts for each; the rule that rejected more rows comes first.
+    assert rate.metadata["top_reasons"].value == "valid_order_id: 3, non_negative_amount: 2"
+    materialized = {event.asset_key.path[-1]: event for event in result.get_asset_materialization_events()}
+    assert materialized["inbox"].materialization.metadata["reject_rate"].value == 0.8
     assert checks["oldest_quarantined_age"].passed
 
 

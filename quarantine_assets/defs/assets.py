@@ -19,6 +19,7 @@ from quarantine_assets.defs.data_checks import (
     outbox_check_spec,
     recycled_check_result,
     recycled_check_spec,
+    reject_rate,
     split_check_results,
     split_check_specs,
 )
@@ -76,6 +77,8 @@ def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
         "rows_validated": report.rows_validated,
         "rows_quarantined": report.rows_quarantined,
         "rows_dropped": report.rows_dropped,
+        # A float per materialization: the UI plots the reject rate over time.
+        "reject_rate": round(reject_rate(report), 4),
     }
     # Every rule of the action, failed or not, and the rules the split adds (`record_parses`) where they failed.
     failures = {rule.name: 0 for rule in action.rules} | dict(report.failures_per_rule)

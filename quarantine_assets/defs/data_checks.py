@@ -16,6 +16,17 @@ REJECT_RATE = "reject_rate"
 OLDEST_QUARANTINED = "oldest_quarantined_age"
 OUTBOX_KEYS_UNIQUE = "outbox_keys_unique"
 RECYCLED_LANDS_ONCE = "recycled_lands_once"
+TOP_REASONS = 3
+
+
+def reject_rate(report: SplitReport) -> float:
+    return report.rows_quarantined / report.rows_read if report.rows_read else 0.0
+
+
+def top_reasons(report: SplitReport) -> str:
+    """The rules that rejected the most rows of the batch, most first: where an operator starts."""
+    failed = sorted((-count, rule) for rule, count in report.failures_per_rule.items() if count)
+    return ", ".join(f"{rule}: {-count}" for count, rule in failed[:TOP_REASONS]) or "none"
 
 
 def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
@@ -44,7 +55,7 @@ def split_check_results(
 ) -> list[AssetCheckResult]:
     inbox = asset_key(action, INBOX)
     accounted = report.rows_validated + report.rows_held_in_inbox
-    rate = report.rows_quarantined / report.rows_read if report.rows_read else 0.0
+    rate = reject_rate(report)
     severity = AssetCheckSeverity.ERROR if rate > thresholds.reject_rate_error else AssetCheckSeverity.WARN
     age_hours = oldest.total_seconds() / 3600 if oldest is not None else 0.0
     return [
@@ -70,6 +81,7 @@ def split_check_results(
                 "error_above": thresholds.reject_rate_error,
                 "rows_read": report.rows_read,
                 "rows_quarantined": report.rows_quarantined,
+                "top_reasons": top_reasons(report),
             },
         ),
         AssetCheckResult(
