@@ -155,7 +155,8 @@ def _work(spark, warehouse, role: str, name: str, seed: int, rounds: int, finish
                     )
                     done["rows_fixed"] += fixed.rows_changed
         else:
-            targets = [action for action in map(action_named, ACTIONS) if warehouse.path(action.target_table).exists()]
+            actions = map(action_named, ACTIONS)
+            targets = [action for action in actions if Path(warehouse.path(action.target_table)).exists()]
             for action in targets:
                 done["rows_sent"] += run_outbox(spark, action, warehouse, f"recycle-{round_}").rows_sent
                 done["rows_landed"] += run_recycled(spark, action, warehouse, f"recycle-{round_}").rows_landed

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from dagster import build_sensor_context
-from deltalake import DeltaTable
 from rich.console import Console
 from rich.table import Table
 
@@ -91,7 +90,7 @@ def main() -> None:
         build_inbox(spark, warehouse, args.commits)
         console.print(f"built an inbox with {args.commits} commits in {time.perf_counter() - built:.0f}s at {root}")
     path = warehouse.path(DLQ)
-    latest = DeltaTable(str(path)).version()
+    latest = warehouse.delta_table(DLQ).version()
     recent_cursor = latest - 10
     sensor = recycle_sensor(action())
     resources = {"warehouse": WarehouseResource(root=str(root))}
@@ -105,7 +104,7 @@ def main() -> None:
                 spark.read.format("delta")
                 .option("readChangeFeed", "true")
                 .option("startingVersion", after + 1)
-                .load(str(path))
+                .load(path)
             )
             return changes.where(
                 "_change_type IN ('insert', 'update_postimage') AND _dlq_status = 'fixed' "
@@ -119,7 +118,7 @@ def main() -> None:
         ("sensor tick, first tick: whole history (delta-rs)", *timed(tick(None), args.repeats)),
         (
             "same question, recent cursor (delta-rs, engine only)",
-            *timed(lambda: fixed_since(path, SOURCE, recent_cursor), args.repeats),
+            *timed(lambda: fixed_since(warehouse.delta_table(DLQ), SOURCE, recent_cursor), args.repeats),
         ),
         ("baseline: Spark change feed, recent cursor (JVM warm)", *timed(spark_question(recent_cursor), args.repeats)),
         ("baseline: Spark change feed, whole history (JVM warm)", *timed(spark_question(-1), args.repeats)),

@@ -466,8 +466,8 @@ def _warm_up(spark: SparkSession, warehouse: Warehouse, rounds: int = 3) -> None
         action = bench_action(f"warm_up_{round_}", source)
         create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
         run_split(spark, action, warehouse, "warm-up")
-        plain_split(spark, action, warehouse, warehouse.root / "_bench_checkpoints" / f"warm_up_plain_{round_}")
-        reference_split(spark, action, warehouse, warehouse.root / "_bench_checkpoints" / f"warm_up_ref_{round_}")
+        plain_split(spark, action, warehouse, Path(warehouse.root, "_bench_checkpoints", f"warm_up_plain_{round_}"))
+        reference_split(spark, action, warehouse, Path(warehouse.root, "_bench_checkpoints", f"warm_up_ref_{round_}"))
 
 
 if __name__ == "__main__":

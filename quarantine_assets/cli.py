@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -38,7 +39,10 @@ from quarantine_assets.engine.operator import (
 from quarantine_assets.engine.source import rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
-from quarantine_assets.settings import default_warehouse
+from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 app = typer.Typer(
     help="A dead-letter queue for Spark + Delta pipelines, orchestrated by Dagster.", no_args_is_help=True
@@ -54,15 +58,27 @@ class Workspace:
 
     config_dir: Path | None
     env: str | None
-    root: Path
+    root: str
 
     @cached_property
     def project(self) -> Project:
         return load_project(self.config_dir, self.env, self.root)
 
-    @property
+    @cached_property
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.root)
+        if not os.environ.get(STORAGE_OPTIONS_VARIABLE):
+            return Warehouse(self.root)
+        # Storage options are dagster-deltalake's configs; importing Dagster costs a second, so only then.
+        from quarantine_assets.defs.resources import warehouse_resource
+
+        return warehouse_resource(self.root).warehouse
+
+    @cached_property
+    def spark(self) -> SparkSession:
+        """Imported here: commands that need no Spark start no JVM."""
+        from quarantine_assets.engine.session import build_spark_session
+
+        return build_spark_session(warehouse=self.warehouse)
 
     def dlq(self, name: str | None) -> str:
         """The DLQ a command works on: the only one the configs name, or the one asked for."""
@@ -87,17 +103,13 @@ def shared_options(
         str | None, typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")
     ] = None,
     warehouse: Annotated[
-        Path | None, typer.Option("--warehouse", help="Warehouse root (default: $QUARANTINE_WAREHOUSE or ./warehouse).")
+        str | None,
+        typer.Option(
+            "--warehouse", help="Warehouse root, a folder or URL (default: $QUARANTINE_WAREHOUSE or ./warehouse)."
+        ),
     ] = None,
 ) -> None:
     context.obj = Workspace(config_dir, env, warehouse or default_warehouse())
-
-
-def _spark():
-    """Imported here: commands that need no Spark start no JVM."""
-    from quarantine_assets.engine.session import build_spark_session
-
-    return build_spark_session()
 
 
 def _print_problems(problems) -> None:
@@ -141,10 +153,10 @@ def ddl(
 def create_tables(context: typer.Context) -> None:
     """Create every DLQ inbox and outbox the configs name (idempotent)."""
     workspace: Workspace = context.obj
-    spark = _spark()
+    spark = workspace.spark
     for dlq_table in workspace.project.dlq_tables:
         create_dlq_tables(spark, workspace.warehouse, dlq_table)
-        where = workspace.warehouse.path(dlq_table).parent
+        where = workspace.warehouse.path(dlq_table).rsplit("/", 1)[0]
         console.print(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
 
 
@@ -152,7 +164,7 @@ def create_tables(context: typer.Context) -> None:
 def upgrade_tables(context: typer.Context) -> None:
     """Add the context columns a DLQ lacks (one created from seed 000's DDL lacks them all), in place."""
     workspace: Workspace = context.obj
-    spark = _spark()
+    spark = workspace.spark
     for dlq_table in workspace.project.dlq_tables:
         for table, added in upgrade_dlq_tables(spark, workspace.warehouse, dlq_table).items():
             console.print(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
@@ -181,7 +193,7 @@ def release(
 ) -> None:
     """Release a slice: its next writer claims it."""
     workspace: Workspace = context.obj
-    released = release_claim(_spark(), workspace.warehouse, workspace.dlq(dlq), source_table)
+    released = release_claim(workspace.spark, workspace.warehouse, workspace.dlq(dlq), source_table)
     console.print(f"released {source_table}" if released else f"{source_table} was not claimed")
 
 
@@ -195,7 +207,7 @@ def transfer(
 ) -> None:
     """Hand a slice to another action."""
     workspace: Workspace = context.obj
-    transfer_claim(_spark(), workspace.warehouse, workspace.dlq(dlq), source_table, to, by or getpass.getuser())
+    transfer_claim(workspace.spark, workspace.warehouse, workspace.dlq(dlq), source_table, to, by or getpass.getuser())
     console.print(f"{source_table} now belongs to {to}")
 
 
@@ -209,7 +221,7 @@ def validate(
     project = workspace.project
     problems = list(project.warnings)
     if parse_rules:
-        spark = _spark()
+        spark = workspace.spark
         parse_problems = rule_expression_problems(project, spark)
         problems += parse_problems or rules_against_sources(spark, project, workspace.warehouse)
     _print_problems(problems)
@@ -252,7 +264,7 @@ def list_rows(
     """List DLQ rows, oldest first, with their failed rules and payload."""
     workspace: Workspace = context.obj
     row_filter = RowFilter(source, status, rule, timedelta(hours=older_than_hours) if older_than_hours else None)
-    rows = listing(_spark(), workspace.warehouse, workspace.dlq(dlq), row_filter, limit)
+    rows = listing(workspace.spark, workspace.warehouse, workspace.dlq(dlq), row_filter, limit)
     _print_rows(rows.collect(), rows.columns, "DLQ rows")
 
 
@@ -260,7 +272,7 @@ def list_rows(
 def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     """Show one DLQ row with every column."""
     workspace: Workspace = context.obj
-    for name, value in inbox_row(_spark(), workspace.warehouse, workspace.dlq(dlq), key).items():
+    for name, value in inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key).items():
         console.print(f"[bold]{name}[/bold]: {value}", highlight=False)
 
 
@@ -268,7 +280,7 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
 def stats(context: typer.Context, source: SourceOption = None, dlq: DlqOption = None) -> None:
     """Counts by source, failed rule and status, and the age of the oldest quarantined row."""
     workspace: Workspace = context.obj
-    found = queue_stats(_spark(), workspace.warehouse, workspace.dlq(dlq), RowFilter(source_table=source))
+    found = queue_stats(workspace.spark, workspace.warehouse, workspace.dlq(dlq), RowFilter(source_table=source))
     _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
     age = found.oldest_quarantined_age
     console.print(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
@@ -288,7 +300,7 @@ def fix(
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
     workspace: Workspace = context.obj
     result = fix_rows(
-        _spark(),
+        workspace.spark,
         workspace.warehouse,
         workspace.action(source),
         keys,
@@ -321,7 +333,7 @@ def discard(
     """Close rows that cannot be fixed, with a reason."""
     workspace: Workspace = context.obj
     result = discard_rows(
-        _spark(), workspace.warehouse, workspace.action(source), keys, reason=reason, by=by or getpass.getuser()
+        workspace.spark, workspace.warehouse, workspace.action(source), keys, reason=reason, by=by or getpass.getuser()
     )
     _print_warnings(result.warnings)
     console.print(f"{result.rows_changed} row(s) of {source} discarded")

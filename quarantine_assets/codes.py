@@ -52,6 +52,15 @@ RULE_COLUMN_MISSING = _code(
 UNSTORABLE_SOURCE_COLUMN = _code(
     "QA-CFG-029", "a source column holds a map whose keys are not strings, which a DLQ payload cannot keep"
 )
+WAREHOUSE_SCHEME_UNSUPPORTED = _code(
+    "QA-CFG-030", "the warehouse root is a URL whose scheme Spark has no connector for here"
+)
+STORAGE_OPTIONS_INVALID = _code(
+    "QA-CFG-031", "QUARANTINE_STORAGE_OPTIONS is not a dagster-deltalake storage config in JSON"
+)
+DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
+    "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
+)
 
 # Tables: the run stops before anything is written.
 DLQ_TABLE_MISSING = _code("QA-TBL-001", "a DLQ inbox or outbox does not exist; create it with create-tables")

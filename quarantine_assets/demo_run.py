@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 from dagster import DagsterInstance
 from rich.console import Console
@@ -16,11 +17,26 @@ from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo import generate_batch, next_batch_number
 from quarantine_assets.engine.session import build_spark_session
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, is_url
 from quarantine_assets.errors import QuarantineError
 
 LANDING = "_landing"
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _local_folder(root: str) -> Path:
+    """The demo writes its input files itself, so only where plain file writes reach."""
+    url = urlparse(root)
+    if url.scheme == "file":
+        return Path(url.path)
+    if is_url(root):
+        raise QuarantineError(
+            codes.DEMO_NEEDS_LOCAL_WAREHOUSE,
+            f"the demo generates its input files on local disk, not under {root}; "
+            "run it with a local warehouse (--warehouse <folder>)",
+            field="warehouse",
+        )
+    return Path(root)
 
 
 def _instance() -> DagsterInstance:
@@ -32,14 +48,15 @@ def _instance() -> DagsterInstance:
     return DagsterInstance.get()
 
 
-def run_demo(console: Console, batches: int, project: Project, warehouse_root: Path) -> None:
+def run_demo(console: Console, batches: int, project: Project, warehouse_root: str) -> None:
     started = time.perf_counter()
-    tables = Warehouse(warehouse_root)
-    spark = build_spark_session()
+    resources = default_resources(warehouse_root)
+    tables: Warehouse = resources["warehouse"].warehouse
+    landing = _local_folder(tables.root) / LANDING
+    spark = build_spark_session(warehouse=tables)
     jvm_seconds = time.perf_counter() - started
     for dlq_table in project.dlq_tables:
         create_dlq_tables(spark, tables, dlq_table)
-    landing = warehouse_root / LANDING
     for _ in range(batches):
         generated = generate_batch(landing, next_batch_number(landing))
         console.print(
@@ -48,7 +65,7 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: P
         )
     run_started = time.perf_counter()
     result = (
-        build_definitions(project, default_resources(warehouse_root))
+        build_definitions(project, resources)
         .resolve_job_def(SPLIT_JOB)
         .execute_in_process(run_config=QUIET_RUN, instance=_instance(), raise_on_error=False)
     )
@@ -66,19 +83,19 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: P
         (dlq_table, row["_dlq_source_table"]): row["count"]
         for dlq_table in project.dlq_tables
         for row in spark.read.format("delta")
-        .load(str(tables.path(dlq_table)))
+        .load(tables.path(dlq_table))
         .groupBy("_dlq_source_table")
         .count()
         .collect()
     }
     for action in project.actions:
         validated_path = tables.path(action.target_table)
-        validated_rows = spark.read.format("delta").load(str(validated_path)).count()
-        table.add_row(f"{action.key}/validated", action.target_table, str(validated_path), str(validated_rows))
+        validated_rows = spark.read.format("delta").load(validated_path).count()
+        table.add_row(f"{action.key}/validated", action.target_table, validated_path, str(validated_rows))
         if action.quarantine is not None:
             rows = slice_rows.get((action.quarantine.dlq_table, action.quarantine.source_table), 0)
             inbox_path = tables.path(action.quarantine.dlq_table)
-            table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, str(inbox_path), str(rows))
+            table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, inbox_path, str(rows))
     console.print(table)
     console.print(
         f"JVM start {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {time.perf_counter() - started:.1f}s"

@@ -16,5 +16,9 @@ def default_env() -> str:
     return os.environ.get("QUARANTINE_ENV") or "dev"
 
 
-def default_warehouse() -> Path:
-    return Path(os.environ.get("QUARANTINE_WAREHOUSE") or REPO_ROOT / "warehouse")
+STORAGE_OPTIONS_VARIABLE = "QUARANTINE_STORAGE_OPTIONS"
+
+
+def default_warehouse() -> str:
+    """A folder, or an object-store URL such as `s3://bucket/warehouse`."""
+    return os.environ.get("QUARANTINE_WAREHOUSE") or str(REPO_ROOT / "warehouse")

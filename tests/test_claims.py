@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
@@ -37,7 +38,7 @@ def test_the_first_writer_claims_the_slice_and_a_second_owner_is_refused_before_
     create_dlq_tables(spark, warehouse, FIRST.quarantine.dlq_table)
     ingest(spark, warehouse, FIRST, [(1, None, 1.0, "EUR")])
     run_split(spark, FIRST, warehouse, "first-run")
-    inbox_version = len(list((warehouse.path("demo.ops.dlq") / "_delta_log").glob("*.json")))
+    inbox_version = len(list((Path(warehouse.path("demo.ops.dlq")) / "_delta_log").glob("*.json")))
 
     # Identical rows: with keys derived from content they would coincide and nothing would show it.
     ingest(spark, warehouse, SECOND, [(1, None, 1.0, "EUR")])
@@ -48,8 +49,8 @@ def test_the_first_writer_claims_the_slice_and_a_second_owner_is_refused_before_
     message = str(refused.value)
     assert FIRST.owner in message and SECOND.owner in message
     assert "release-claim demo.bronze.orders" in message and "transfer-claim demo.bronze.orders" in message
-    assert not warehouse.path(SECOND.target_table).exists()
-    assert len(list((warehouse.path("demo.ops.dlq") / "_delta_log").glob("*.json"))) == inbox_version
+    assert not Path(warehouse.path(SECOND.target_table)).exists()
+    assert len(list((Path(warehouse.path("demo.ops.dlq")) / "_delta_log").glob("*.json"))) == inbox_version
     claim = claims(warehouse, "demo.ops.dlq")["demo.bronze.orders"]
     assert (claim.owner, claim.claimed_by) == (FIRST.owner, "first-run")
     finding = source_owner(warehouse, SECOND)

@@ -147,7 +147,7 @@ def test_defaults_without_environment_variables_sit_in_the_repo(monkeypatch):
     assert (default_config_dir(), default_env(), default_warehouse()) == (
         REPO_ROOT / "configs",
         "dev",
-        REPO_ROOT / "warehouse",
+        str(REPO_ROOT / "warehouse"),
     )
     assert (REPO_ROOT / "quarantine_assets").is_dir()
 

@@ -141,7 +141,7 @@ def session(spark, tmp_path_factory):
     warehouse = Warehouse(tmp_path / "warehouse")
     for dlq_table in load_project(warehouse=warehouse.root).dlq_tables:
         create_dlq_tables(spark, warehouse, dlq_table)
-    generate_batch(warehouse.root / LANDING, 0)
+    generate_batch(Path(warehouse.root) / LANDING, 0)
 
     broken = tmp_path / f"{BROKEN_LOCATION}.py"
     broken.write_text(

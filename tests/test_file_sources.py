@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from builders import ORDER_RULES, orders_action
@@ -43,7 +44,7 @@ def test_csv_read_without_its_header_is_refused_before_anything_is_written(spark
     assert {problem.code for problem in raised.value.problems} == {"QA-CFG-025"}
     message = str(raised.value)
     assert "valid_order_id" in message and "`order_id`" in message and "_c0" in message and "header: true" in message
-    assert not warehouse.path(action.target_table).exists()
+    assert not Path(warehouse.path(action.target_table)).exists()
 
 
 def test_without_inferred_column_types_every_column_is_a_string(spark, warehouse, tmp_path):

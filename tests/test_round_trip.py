@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from builders import orders_action
@@ -149,4 +150,4 @@ def test_a_source_map_with_keys_that_are_not_strings_is_refused_before_anything_
         run_split(spark, action, warehouse, "split")
 
     assert [(problem.code, problem.field) for problem in refused.value.problems] == [("QA-CFG-029", "items[].counts")]
-    assert not warehouse.path(action.target_table).exists()
+    assert not Path(warehouse.path(action.target_table)).exists()

@@ -93,7 +93,7 @@ def in_local_mode(spark, warehouse: Path) -> dict[str, float]:
     """The same jobs in this process: Dagster's Spark resource gets the test's local session."""
     project = load_project(warehouse=warehouse)
     started = time.perf_counter()
-    run_demo(Console(quiet=True), 1, project, warehouse)
+    run_demo(Console(quiet=True), 1, project, str(warehouse))
     timings = {"demo": time.perf_counter() - started}
     fix_first_null_order_id(spark, warehouse)
     started = time.perf_counter()

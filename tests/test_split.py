@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
@@ -186,7 +187,7 @@ def test_missing_inbox_fails_before_anything_is_written(spark, warehouse):
 
     assert raised.value.code == "QA-TBL-001"
     assert "demo.ops.dlq" in str(raised.value) and "quarantine-assets create-tables" in str(raised.value)
-    assert not warehouse.path(action.target_table).exists()
+    assert not Path(warehouse.path(action.target_table)).exists()
 
 
 def test_dqe_mode_drops_failing_rows_and_reports_them(spark, warehouse):
@@ -208,4 +209,4 @@ def test_dqe_fail_rule_stops_the_batch_and_writes_nothing(spark, warehouse):
         run_split(spark, action, warehouse, run_id="run")
 
     assert raised.value.code == "QA-DQ-001" and "valid_order_id" in str(raised.value)
-    assert not warehouse.path(action.target_table).exists()
+    assert not Path(warehouse.path(action.target_table)).exists()

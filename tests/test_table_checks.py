@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from builders import orders_action
@@ -206,7 +207,7 @@ def test_layout_check_reads_clustering_from_the_last_checkpoint_and_the_commits_
     inbox = warehouse.path(DLQ)
     spark.sql(f"ALTER TABLE delta.`{inbox}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
     insert_inbox_row(spark, warehouse, SOURCE_TABLE, ACTION.owner)  # version 2: a checkpoint
-    assert (inbox / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
+    assert (Path(inbox) / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
     assert run_checks(warehouse)[1][INBOX, LAYOUT].passed
 
     spark.sql(f"ALTER TABLE delta.`{inbox}` CLUSTER BY NONE")  # version 3, after the checkpoint

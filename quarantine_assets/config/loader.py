@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ PROJECT_FILE = "lhp.yaml"
 _VERSION_LENGTH = 12
 
 
-def load_project(config_dir: Path | None = None, env: str | None = None, warehouse: Path | None = None) -> Project:
+def load_project(
+    config_dir: Path | None = None, env: str | None = None, warehouse: str | os.PathLike | None = None
+) -> Project:
     """Load and validate every flowgroup; raise ConfigError listing all errors, keep warnings on the Project."""
     config_dir = config_dir or default_config_dir()
     env = env or default_env()

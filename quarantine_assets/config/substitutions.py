@@ -171,10 +171,10 @@ class Substitutions:
         return problems
 
 
-def load_substitutions(config_dir: Path, env: str, warehouse: Path) -> tuple[Substitutions, list[Problem]]:
+def load_substitutions(config_dir: Path, env: str, warehouse: str | os.PathLike) -> tuple[Substitutions, list[Problem]]:
     """Read `substitutions/<env>.yaml` (optional) and resolve token values that refer to other tokens."""
     file = config_dir / "substitutions" / f"{env}.yaml"
-    builtins = {"warehouse": str(warehouse)}
+    builtins = {"warehouse": os.fspath(warehouse)}
     raw, scopes, problems = _raw_tokens(file, env) if file.exists() else ({}, SecretScopes(), [])
     for name in builtins.keys() & raw.keys():
         problems.append(

@@ -60,11 +60,12 @@ class CodeLocationConfigError(DagsterInvalidDefinitionError):
 
 
 def load_definitions(
-    config_dir: Path | None = None, env: str | None = None, warehouse_root: Path | None = None
+    config_dir: Path | None = None, env: str | None = None, warehouse_root: str | None = None
 ) -> Definitions:
     """The Definitions of a code location: the project's config, resources on the same warehouse."""
     try:
         project = load_project(config_dir, env, warehouse_root)
+        resources = default_resources(warehouse_root)
     except QuarantineError as error:
         raise CodeLocationConfigError(str(error)) from None
-    return build_definitions(project, default_resources(warehouse_root) if warehouse_root else None)
+    return build_definitions(project, resources)

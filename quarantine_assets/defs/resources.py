@@ -1,30 +1,82 @@
 """Resources, chosen in one place: local Spark and a local warehouse unless configured otherwise."""
 
-from pathlib import Path
+import os
+from typing import Annotated
 
 from dagster import ConfigurableResource
+from dagster_deltalake import AzureConfig, DeltaTableResource, GcsConfig, LocalConfig, S3Config
+from dagster_deltalake.config import ClientConfig
 from dagster_pyspark import LazyPySparkResource
+from pydantic import Field, TypeAdapter, ValidationError
 
+from quarantine_assets import codes
 from quarantine_assets.engine.session import spark_config
 from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.settings import default_warehouse
+from quarantine_assets.errors import QuarantineError
+from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
+
+StorageOptions = Annotated[LocalConfig | S3Config | AzureConfig | GcsConfig, Field(discriminator="provider")]
 
 
 class WarehouseResource(ConfigurableResource):
-    """Root folder under which `catalog.schema.table` resolves to `<root>/<catalog>/<schema>/<table>`."""
+    """Root under which `catalog.schema.table` resolves to `<root>/<catalog>/<schema>/<table>`.
+
+    The root is a folder or an object-store URL; `storage_options` and `client_options` are
+    dagster-deltalake's. One configuration serves the sensors (through `DeltaTableResource`),
+    the table checks and, through `default_resources`, the Spark session.
+    """
 
     root: str
+    storage_options: StorageOptions = Field(default_factory=LocalConfig)
+    client_options: ClientConfig | None = None
 
     @property
     def warehouse(self) -> Warehouse:
-        return Warehouse(Path(self.root))
+        client = self.client_options.str_dict() if self.client_options else {}
+        return Warehouse(self.root, self.storage_options.str_dict() | client)
+
+    def table(self, qualified_name: str) -> DeltaTableResource:
+        return DeltaTableResource(
+            url=self.warehouse.path(qualified_name),
+            storage_options=self.storage_options,
+            client_options=self.client_options,
+        )
 
 
-def default_resources(warehouse_root: Path | None = None) -> dict:
+def storage_options_from_env() -> LocalConfig | S3Config | AzureConfig | GcsConfig:
+    """`QUARANTINE_STORAGE_OPTIONS`: a dagster-deltalake storage config in JSON, such as
+    `{"provider": "s3", "region": "eu-west-1"}`; local when unset."""
+    value = os.environ.get(STORAGE_OPTIONS_VARIABLE)
+    if not value:
+        return LocalConfig()
+    try:
+        return TypeAdapter(StorageOptions).validate_json(value)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors())
+        raise QuarantineError(
+            codes.STORAGE_OPTIONS_INVALID,
+            f"{STORAGE_OPTIONS_VARIABLE} is not a storage config (provider local, s3, azure or gcs): {problems}",
+            field=STORAGE_OPTIONS_VARIABLE,
+        ) from None
+
+
+def warehouse_resource(
+    root: str | os.PathLike | None = None, storage_options: StorageOptions | None = None
+) -> WarehouseResource:
+    """Unless given: `QUARANTINE_WAREHOUSE` (or ./warehouse) and `QUARANTINE_STORAGE_OPTIONS` (or local)."""
+    return WarehouseResource(
+        root=os.fspath(root or default_warehouse()), storage_options=storage_options or storage_options_from_env()
+    )
+
+
+def default_resources(
+    warehouse_root: str | os.PathLike | None = None, storage_options: StorageOptions | None = None
+) -> dict:
+    warehouse = warehouse_resource(warehouse_root, storage_options)
     # Lazy: jobs that only read Delta metadata (checks, sensors) never start a JVM.
     return {
-        "spark": LazyPySparkResource(spark_config=spark_config()),
-        "warehouse": WarehouseResource(root=str(warehouse_root or default_warehouse())),
+        "spark": LazyPySparkResource(spark_config=spark_config(warehouse=warehouse.warehouse)),
+        "warehouse": warehouse,
         "thresholds": HealthThresholds(),
     }
 

@@ -1,4 +1,4 @@
-"""Sensors: one per quarantine action, watching its inbox slice with delta-rs, never a JVM."""
+"""Sensors: one per quarantine action, watching its inbox slice through dagster-deltalake, never a JVM."""
 
 import os
 
@@ -12,7 +12,7 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
@@ -39,11 +39,13 @@ def recycle_sensor(action: DataQualityAction) -> SensorDefinition:
         description=f"Requests the recycle of {quarantine.source_table} when an operator marks rows fixed.",
     )
     def recycle(context: SensorEvaluationContext, warehouse: WarehouseResource):
-        inbox_path = warehouse.warehouse.path(quarantine.dlq_table)
-        if not DeltaTable.is_deltatable(str(inbox_path)):
-            return SkipReason(f"inbox {quarantine.dlq_table} does not exist yet at {inbox_path}")
+        inbox = warehouse.table(quarantine.dlq_table)
+        try:
+            loaded = inbox.load()
+        except TableNotFoundError:
+            return SkipReason(f"inbox {quarantine.dlq_table} does not exist yet at {inbox.url}")
         after = int(context.cursor) if context.cursor else -1
-        feed = fixed_since(inbox_path, quarantine.source_table, after)
+        feed = fixed_since(loaded, quarantine.source_table, after)
         if feed.latest_version <= after:
             return SkipReason(f"no commit on {quarantine.dlq_table} after version {after}")
         if not feed.rows_fixed:

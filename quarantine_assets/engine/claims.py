@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 from delta.tables import DeltaTable as SparkDeltaTable
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -47,10 +46,11 @@ def before_writing(spark: SparkSession, warehouse: Warehouse, action: DataQualit
 
 def claims(warehouse: Warehouse, dlq_table: str) -> dict[str, Claim]:
     """Every claim on the DLQ, by source_table; empty while nobody has claimed anything."""
-    path = str(warehouse.path(claims_table(dlq_table)))
-    if not DeltaTable.is_deltatable(path):
+    table = claims_table(dlq_table)
+    if not warehouse.is_delta_table(table):
         return {}
-    rows = DeltaTable(path).to_pyarrow_table(columns=["_dlq_source_table", "_dlq_action", "_dlq_claimed_by"])
+    columns = ["_dlq_source_table", "_dlq_action", "_dlq_claimed_by"]
+    rows = warehouse.delta_table(table).to_pyarrow_table(columns=columns)
     return {
         source: Claim(source, owner, by)
         for source, owner, by in zip(
@@ -85,7 +85,7 @@ def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, sou
     target = warehouse.path(claims_table(dlq_table))
     # Delta's DELETE takes no SQL parameters; a column condition keeps the name out of the SQL text.
     retry_on_conflict(
-        lambda: SparkDeltaTable.forPath(spark, str(target)).delete(F.col("_dlq_source_table") == F.lit(source_table))
+        lambda: SparkDeltaTable.forPath(spark, target).delete(F.col("_dlq_source_table") == F.lit(source_table))
     )
     return True
 

@@ -6,8 +6,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -21,6 +20,9 @@ from delta.exceptions import (
 from pyspark.sql import DataFrame, SparkSession
 
 from quarantine_assets.engine.delta_log import committed_rows
+
+if TYPE_CHECKING:
+    from quarantine_assets.engine.tables import Warehouse
 
 # Open-source Delta has no row-level concurrency: two writers on one DLQ conflict even with
 # disjoint predicates. Every write we retry is idempotent, so retrying is always safe.
@@ -55,18 +57,21 @@ def retry_on_conflict(commit: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def append_to_dlq_table(spark: SparkSession, rows: DataFrame, path: Path, writer_id: str, batch_id: int) -> int:
+def append_to_dlq_table(
+    spark: SparkSession, rows: DataFrame, warehouse: Warehouse, table: str, writer_id: str, batch_id: int
+) -> int:
     """`append_once` into an inbox or outbox, writing context columns only where the user's table has them.
 
     Returns the rows the commit that holds this batch wrote, by Delta's own count, so a caller
     can prove that no row was lost, also when Delta skipped a replayed batch.
     """
-    columns = set(spark.read.format("delta").load(str(path)).columns)
+    path = warehouse.path(table)
+    columns = set(spark.read.format("delta").load(path).columns)
     append_once(rows.select(*[c for c in rows.columns if c in columns]), path, writer_id, batch_id)
-    return committed_rows(path, writer_id, batch_id) or 0
+    return committed_rows(warehouse.log(table), writer_id, batch_id) or 0
 
 
-def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int, *, add_columns: bool = False) -> None:
+def append_once(rows: DataFrame, path: str, writer_id: str, batch_id: int, *, add_columns: bool = False) -> None:
     """Delta records (writer_id, batch_id) in the commit and skips a batch it has already seen.
     `add_columns`: columns of `rows` the table lacks are added to it; retyped ones are still refused."""
     retry_on_conflict(
@@ -76,6 +81,6 @@ def append_once(rows: DataFrame, path: Path, writer_id: str, batch_id: int, *, a
             .option("txnAppId", writer_id)
             .option("txnVersion", batch_id)
             .option("mergeSchema", str(add_columns).lower())
-            .save(str(path))
+            .save(path)
         )
     )

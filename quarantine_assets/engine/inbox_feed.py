@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,9 +17,8 @@ class FixedSince:
     rows_fixed: int  # row images set to fixed for the source in the versions read
 
 
-def fixed_since(inbox_path: Path, source_table: str, after_version: int) -> FixedSince:
+def fixed_since(inbox: DeltaTable, source_table: str, after_version: int) -> FixedSince:
     """Count the source's rows set to `fixed` in the commits after `after_version`."""
-    inbox = DeltaTable(str(inbox_path))
     latest = inbox.version()
     if latest <= after_version:
         return FixedSince(latest, 0)

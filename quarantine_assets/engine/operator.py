@@ -44,7 +44,7 @@ class RowFilter:
 
 
 def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter) -> DataFrame:
-    rows = spark.read.format("delta").load(str(warehouse.path(dlq_table)))
+    rows = spark.read.format("delta").load(warehouse.path(dlq_table))
     if row_filter.source_table:
         rows = rows.where(F.col("_dlq_source_table") == row_filter.source_table)
     if row_filter.status:
@@ -103,7 +103,7 @@ def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualit
     found = {
         row["_dlq_sk"]: row
         for row in spark.read.format("delta")
-        .load(str(warehouse.path(action.quarantine.dlq_table)))
+        .load(warehouse.path(action.quarantine.dlq_table))
         .where(F.col("_dlq_sk").isin(keys))
         .select("_dlq_sk", "_dlq_source_table", "_dlq_status", F.to_json("_row_data").alias("payload"))
         .collect()
@@ -214,7 +214,7 @@ def _update_open_rows(
 ) -> OperatorResult:
     """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
     columns = before_writing(spark, warehouse, action, by=by)
-    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.inbox_table)))
+    inbox = DeltaTable.forPath(spark, warehouse.path(action.quarantine.inbox_table))
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
     assignments = columns.inbox_values(
         values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)}

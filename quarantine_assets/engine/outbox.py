@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -85,10 +83,14 @@ def send_batch_to_outbox(
             "_dlq_attempt",
             F.lit(action.owner).alias("_dlq_action"),
         )
-        outbox = warehouse.path(action.quarantine.outbox_table)
         # Counted first, on the cached rows: changes without a fixed row leave both tables alone.
         sent = fixed.count() and append_to_dlq_table(
-            spark, outbox_rows, outbox, writer_id(action, OUTBOX_STREAM, stream_id), batch_id
+            spark,
+            outbox_rows,
+            warehouse,
+            action.quarantine.outbox_table,
+            writer_id(action, OUTBOX_STREAM, stream_id),
+            batch_id,
         )
         if sent:
             _mark_recycled(spark, warehouse.path(action.quarantine.inbox_table), fixed, source_table, columns, run_id)
@@ -98,9 +100,9 @@ def send_batch_to_outbox(
 
 
 def _mark_recycled(
-    spark: SparkSession, inbox_path: Path, fixed: DataFrame, source_table: str, columns: DlqColumns, run_id: str
+    spark: SparkSession, inbox_path: str, fixed: DataFrame, source_table: str, columns: DlqColumns, run_id: str
 ) -> None:
-    inbox = DeltaTable.forPath(spark, str(inbox_path))
+    inbox = DeltaTable.forPath(spark, inbox_path)
     values = {
         "_dlq_status": F.lit(RECYCLED),
         "_dlq_run_id": F.lit(run_id),
@@ -128,7 +130,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
 
     def changes() -> DataFrame:
-        return spark.readStream.format("delta").option("readChangeFeed", "true").load(str(inbox))
+        return spark.readStream.format("delta").option("readChangeFeed", "true").load(inbox)
 
     try:
         return run_action_stream(changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
@@ -137,8 +139,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
             raise
     # The change files this checkpoint still had to read were vacuumed. Every row that waits to be sent is
     # `fixed` in the inbox as it is now, and a stream without a checkpoint starts with that snapshot.
-    checkpoint = warehouse.checkpoint(action.key, OUTBOX_STREAM)
-    shutil.rmtree(checkpoint)
+    warehouse.remove_checkpoint(action.key, OUTBOX_STREAM)
     restarted = (
         f"the change feed of {action.quarantine.inbox_table} was vacuumed before the outbox of {action.name} "
         "read it; the outbox started again from the inbox as it is now and sent every row that is fixed"
@@ -152,7 +153,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
 def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:
     """Keys sent to the outbox more than once for the same attempt (for the same key, where the
     outbox does not count attempts): each would recycle twice."""
-    outbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
+    outbox = spark.read.format("delta").load(warehouse.path(action.quarantine.outbox_table))
     sent_once_by = ["_dlq_sk", ATTEMPT] if ATTEMPT in outbox.columns else ["_dlq_sk"]
     return (
         outbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)

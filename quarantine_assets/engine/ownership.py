@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from quarantine_assets.config.models import DataQualityAction
@@ -29,7 +26,7 @@ SINGLE_SOURCE_OWNER = "single_source_owner"
 OWNER_COLUMN = "_dlq_action"
 
 
-def source_owners(inbox_path: Path, source_table: str) -> set[str]:
+def source_owners(warehouse: Warehouse, dlq_table: str, source_table: str) -> set[str]:
     """Every `_dlq_action` that inserted rows for `source_table` since the change feed was last turned on.
 
     The change feed, not the current rows: delta-rs cannot read rows of a table with deletion
@@ -37,12 +34,12 @@ def source_owners(inbox_path: Path, source_table: str) -> set[str]:
     table has no `_dlq_action` column (rows do not say who wrote them); raises DeltaError when
     the change feed is off or unreadable.
     """
-    delta_table = DeltaTable(str(inbox_path))
+    delta_table = warehouse.delta_table(dlq_table)
     if OWNER_COLUMN not in column_types(delta_table):
         return set()
     quoted = source_table.replace("'", "''")
     changes = delta_table.load_cdf(
-        starting_version=change_feed_start(inbox_path, delta_table.version()),
+        starting_version=change_feed_start(warehouse.log(dlq_table), delta_table.version()),
         columns=[CLUSTERING_COLUMN, OWNER_COLUMN],
         predicate=f"_change_type = 'insert' AND {CLUSTERING_COLUMN} = '{quoted}'",
     )
@@ -87,7 +84,7 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
     if not is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
         return unverifiable(f"the change feed of {dlq_table} is off (see the {CHANGE_DATA_FEED} check)")
     try:
-        owners = source_owners(state.path, source_table)
+        owners = source_owners(warehouse, dlq_table, source_table)
     except DeltaError as error:
         return unverifiable(f"the change feed of {dlq_table} is unreadable: {error}")
     others = sorted(owners - {action.owner})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -100,7 +99,7 @@ def recycle_batch(
 
 def _settle_in_inbox(
     spark: SparkSession,
-    inbox_path: Path,
+    inbox_path: str,
     judged: DataFrame,
     action: DataQualityAction,
     columns: DlqColumns,
@@ -129,7 +128,7 @@ def _settle_in_inbox(
         "_dlq_updated_by": F.lit(RECYCLED_STREAM),
     }
     merge = (
-        DeltaTable.forPath(spark, str(inbox_path))
+        DeltaTable.forPath(spark, inbox_path)
         .alias("dlq")
         .merge(judged.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table, columns))
     )
@@ -145,7 +144,7 @@ def _settle_in_inbox(
 
 def _landing_outcomes(
     spark: SparkSession,
-    inbox_path: Path,
+    inbox_path: str,
     judged: DataFrame,
     action: DataQualityAction,
     columns: DlqColumns,
@@ -196,6 +195,6 @@ def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Ware
     def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
         return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, columns, run_id)
 
-    outbox = spark.readStream.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
+    outbox = spark.readStream.format("delta").load(warehouse.path(action.quarantine.outbox_table))
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport(warnings=warnings))

@@ -8,6 +8,9 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from quarantine_assets.engine.object_store import object_store_config
+from quarantine_assets.engine.tables import Warehouse
+
 # Delta publishes one artifact per Spark minor version; this one matches pyspark 4.2.
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DEFAULT_MASTER = "local[*]"
@@ -46,13 +49,21 @@ def delta_jars_config() -> dict[str, str]:
     return {"spark.jars.packages": DELTA_PACKAGE}
 
 
-def spark_config(master: str | None = None) -> dict[str, str]:
-    """Delta's jars resolve from Maven Central on first use; later starts take them from the cache."""
+def spark_config(master: str | None = None, warehouse: Warehouse | None = None) -> dict[str, str]:
+    """Delta's jars resolve from Maven Central on first use; later starts take them from the cache.
+
+    A warehouse on an object store adds its Hadoop connector and the settings of its storage options.
+    """
     master = master or spark_master()
     tuning = LOCAL_TUNING if master.startswith("local") else {}
+    object_store = object_store_config(warehouse.root, warehouse.storage_options) if warehouse else {}
+    delta_jars = delta_jars_config()
+    packages = [p for p in (delta_jars.get("spark.jars.packages"), object_store.get("spark.jars.packages")) if p]
     return (
         tuning
-        | delta_jars_config()
+        | delta_jars
+        | object_store
+        | ({"spark.jars.packages": ",".join(packages)} if packages else {})
         | {
             "spark.master": master,
             "spark.app.name": "quarantine_assets",
@@ -70,14 +81,14 @@ def spark_config(master: str | None = None) -> dict[str, str]:
     )
 
 
-def build_spark_session(master: str | None = None) -> SparkSession:
-    config = spark_config(master)
+def build_spark_session(master: str | None = None, warehouse: Warehouse | None = None) -> SparkSession:
+    config = spark_config(master, warehouse)
     builder = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if "spark.jars.packages" in config:
+    if config.get("spark.jars.packages") == DELTA_PACKAGE:  # not when a connector was resolved with it
         remember_resolved_jars(spark)
     return spark
 

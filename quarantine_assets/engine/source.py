@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,7 +24,7 @@ PINNED_SCHEMA = "_quarantine_assets_schema.json"
 
 def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse) -> DataFrame:
     if isinstance(source, DeltaSource):
-        return spark.readStream.format("delta").options(**source.options).load(str(warehouse.path(source.table)))
+        return spark.readStream.format("delta").options(**source.options).load(warehouse.path(source.table))
     return _read_file_stream(spark, source)
 
 
@@ -35,8 +34,9 @@ def known_source_schema(
     """The columns a split will see, where they are known without reading any data: a declared schema,
     or an existing Delta table. None when only the files themselves can tell."""
     if isinstance(source, DeltaSource):
-        path = warehouse.path(source.table)
-        return spark.read.format("delta").load(str(path)).schema if DeltaTable.is_deltatable(str(path)) else None
+        if not warehouse.is_delta_table(source.table):
+            return None
+        return spark.read.format("delta").load(warehouse.path(source.table)).schema
     if source.schema_ddl:
         return (
             spark.createDataFrame([], source.schema_ddl).schema.add(RESCUED_DATA, "string").add(SOURCE_FILE, "string")

@@ -6,7 +6,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from deltalake import DeltaTable as DeltaLakeTable
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -97,7 +96,7 @@ def split_batch(
     added = added_columns(spark, warehouse, action, validated.schema)
     append_once(validated, target, writer, batch_id, add_columns=bool(added))
     read_metrics = observed_metrics(read)
-    rows_validated = committed_rows(target, writer, batch_id) or 0
+    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
     # None: Delta skipped the append of a batch it had committed before a crash; count it again.
     recount = batch_counts(batch, rules) if read_metrics is None else None
     rows = recount.rows if recount else read_metrics["rows"]
@@ -117,7 +116,7 @@ def split_batch(
         records = inbox_records(
             with_failed_rules(batch.where(~kept), rules).observe(rejected, *failure_columns(rules)), provenance
         )
-        held = append_to_dlq_table(spark, records, warehouse.path(action.quarantine.dlq_table), writer, batch_id)
+        held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
         rejected_metrics = observed_metrics(rejected)
         if not recount:
             failures = (
@@ -218,10 +217,9 @@ def _refuse_restart_without_checkpoint(warehouse: Warehouse, action: DataQuality
     """A split checkpoint holds the stream's id and its place in the source. Without it the stream
     would start over under a new id, and Delta would take every row it reads again for new data."""
     checkpoint = warehouse.checkpoint(action.key, SPLIT_STREAM)
-    target = warehouse.path(action.target_table)
-    if (checkpoint / "metadata").is_file() or not DeltaLakeTable.is_deltatable(str(target)):
+    if warehouse.checkpoint_started(action.key, SPLIT_STREAM) or not warehouse.is_delta_table(action.target_table):
         return
-    writers = transaction_writers(target, writer_id(action, SPLIT_STREAM, ""))
+    writers = transaction_writers(warehouse.log(action.target_table), writer_id(action, SPLIT_STREAM, ""))
     if writers:
         raise QuarantineError(
             codes.SPLIT_CHECKPOINT_LOST,

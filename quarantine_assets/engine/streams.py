@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from pyspark.errors import StreamingQueryException
@@ -17,7 +16,7 @@ Report = TypeVar("Report")
 
 
 def run_available_now(
-    stream: DataFrame, on_batch: Callable[[DataFrame, int, str], None], checkpoint: Path, query_name: str
+    stream: DataFrame, on_batch: Callable[[DataFrame, int, str], None], checkpoint: str, query_name: str
 ) -> None:
     """Run `on_batch(batch, batch_id, stream_id)` over everything new since the checkpoint, then stop.
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pyarrow.fs import FileSystem
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction, outbox_table
@@ -106,7 +105,8 @@ class TableState:
     """One snapshot of a table's log, read once per inspection."""
 
     table: str
-    path: Path
+    path: str
+    log: FileSystem
     version: int
     properties: dict[str, str]
     table_features: list[str]
@@ -142,14 +142,14 @@ def _findings(warehouse: Warehouse, table: str, role: DlqRole, state: TableState
 def outbox_exists(warehouse: Warehouse, dlq_table: str) -> Finding:
     """The outbox is not configured: its name is always derived from the inbox's."""
     outbox = outbox_table(dlq_table)
-    if not DeltaTable.is_deltatable(str(warehouse.path(outbox))):
+    if not warehouse.is_delta_table(outbox):
         return missing_table_finding(warehouse, outbox, OUTBOX_ROLE, OUTBOX_EXISTS)
     return Finding(
         OUTBOX_EXISTS,
         True,
         ERROR,
         f"outbox {outbox} exists",
-        {"table": outbox, "path": str(warehouse.path(outbox))},
+        {"table": outbox, "path": warehouse.path(outbox)},
     )
 
 
@@ -196,15 +196,15 @@ def _data_losing_problems(warehouse: Warehouse, states) -> list[Finding]:
 
 
 def read_table_state(warehouse: Warehouse, table: str) -> TableState | None:
-    path = warehouse.path(table)
     try:
-        delta_table = DeltaTable(str(path))
+        delta_table = warehouse.delta_table(table)
     except TableNotFoundError:
         return None
     metadata, protocol = delta_table.metadata(), delta_table.protocol()
     return TableState(
         table=table,
-        path=path,
+        path=warehouse.path(table),
+        log=warehouse.log(table),
         version=delta_table.version(),
         properties=dict(metadata.configuration),
         table_features=sorted(set(protocol.reader_features or []) | set(protocol.writer_features or [])),
@@ -221,7 +221,7 @@ def missing_table_finding(warehouse: Warehouse, table: str, role: DlqRole, name:
         ERROR,
         f"DLQ {role.name} table {table} does not exist (expected a Delta table at {path}); "
         f"create it with: {CREATE_TABLES_COMMAND}",
-        {"table": table, "path": str(path), "exists": False},
+        {"table": table, "path": path, "exists": False},
     )
 
 
@@ -250,7 +250,7 @@ def _property_check(key: str) -> Callable[[TableState, DlqRole], Finding]:
 
 
 def _layout_finding(state: TableState, role: DlqRole) -> Finding:
-    clustering = clustering_columns(state.path, state.version)
+    clustering = clustering_columns(state.log, state.version)
     seen = state_metadata(state) | {"clustering_columns": clustering, "partition_columns": state.partition_columns}
     # Either layout keeps one source's rows in their own files, so scoped MERGEs of different
     # sources touch disjoint files; clustering on more columns mixes sources within a file.
@@ -318,4 +318,4 @@ _CHECKS: dict[str, Callable[[TableState, DlqRole], Finding]] = {
 
 
 def state_metadata(state: TableState) -> dict:
-    return {"table": state.table, "path": str(state.path), "version": state.version}
+    return {"table": state.table, "path": state.path, "version": state.version}

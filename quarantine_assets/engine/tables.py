@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
+from pyarrow.fs import FileSystem, FileType, PyFileSystem, SubTreeFileSystem
 
 from quarantine_assets.config.models import claims_table, outbox_table
 
@@ -84,21 +88,65 @@ OUTBOX_PROPERTIES = {
 }
 
 
-@dataclass(frozen=True)
 class Warehouse:
-    """Maps `catalog.schema.table` to `<root>/<catalog>/<schema>/<table>`: no metastore needed."""
+    """Maps `catalog.schema.table` to `<root>/<catalog>/<schema>/<table>`: no metastore needed.
 
-    root: Path
+    The root is a local folder or an object-store URL (`s3://`, `abfss://`, `gs://`, `file://`);
+    `storage_options` are delta-rs's (dagster-deltalake's storage configs give them), for the
+    reads without a JVM. Spark takes the same ones as Hadoop settings (see `session.py`).
+    """
 
-    def path(self, qualified_name: str) -> Path:
+    def __init__(self, root: str | os.PathLike, storage_options: Mapping[str, str] | None = None):
+        root = os.fspath(root)
+        self.root = root.rstrip("/") if is_url(root) else os.path.abspath(root)
+        self.storage_options = dict(storage_options or {})
+
+    def __repr__(self) -> str:  # no storage options: they hold secrets
+        return f"Warehouse({self.root!r})"
+
+    def path(self, qualified_name: str) -> str:
         catalog, schema, table = qualified_name.split(".")
-        return self.root / catalog / schema / table
+        return f"{self.root}/{catalog}/{schema}/{table}"
 
-    def checkpoint(self, action_key: str, stream: str) -> Path:
-        return self.root / "_checkpoints" / action_key / stream
+    def checkpoint(self, action_key: str, stream: str) -> str:
+        return f"{self.root}/_checkpoints/{action_key}/{stream}"
+
+    def delta_table(self, qualified_name: str) -> DeltaTable:
+        """The table read with delta-rs; raises `TableNotFoundError` when there is none."""
+        return DeltaTable(self.path(qualified_name), storage_options=self.storage_options)
+
+    def is_delta_table(self, qualified_name: str) -> bool:
+        return DeltaTable.is_deltatable(self.path(qualified_name), storage_options=self.storage_options)
+
+    def log(self, qualified_name: str) -> FileSystem:
+        """The files of the table's `_delta_log`, through delta-rs's object store."""
+        table = PyFileSystem(DeltaStorageHandler(self.path(qualified_name), self.storage_options))
+        return SubTreeFileSystem("_delta_log", table)
+
+    def checkpoint_started(self, action_key: str, stream: str) -> bool:
+        """A stream's checkpoint holds `metadata` (its id) from its first batch on."""
+        files = self._files()
+        metadata = f"_checkpoints/{action_key}/{stream}/metadata"
+        return files is not None and files.get_file_info(metadata).type == FileType.File
+
+    def remove_checkpoint(self, action_key: str, stream: str) -> None:
+        self._files().delete_dir(f"_checkpoints/{action_key}/{stream}")
+
+    def _files(self) -> FileSystem | None:
+        """Everything under the root; None for a local root that does not exist yet."""
+        try:
+            return PyFileSystem(DeltaStorageHandler(self.root, self.storage_options))
+        except TableNotFoundError:
+            return None
 
 
-def _ddl(path: Path, columns: dict[str, str], properties: dict[str, str], core: bool) -> str:
+def is_url(location: str) -> bool:
+    """`s3://bucket/...` or `file:///...`; a Windows drive letter is not a scheme."""
+    scheme = urlparse(location).scheme
+    return len(scheme) > 1
+
+
+def _ddl(path: str, columns: dict[str, str], properties: dict[str, str], core: bool) -> str:
     """`core`: seed 000's statement as it stands, without `USING DELTA`: our sessions make Delta the default."""
     column_lines = ",\n".join(f"  {name} {sql_type}" for name, sql_type in columns.items())
     property_lines = ",\n".join(f"  '{key}' = '{value}'" for key, value in properties.items())
@@ -136,11 +184,10 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str
         (dlq_table, INBOX_CONTEXT_COLUMNS),
         (outbox_table(dlq_table), OUTBOX_CONTEXT_COLUMNS),
     ):
-        path = warehouse.path(table)
-        missing = missing_context_columns(set(DeltaTable(str(path)).schema().to_arrow().names), context_columns)
+        missing = missing_context_columns(set(warehouse.delta_table(table).schema().to_arrow().names), context_columns)
         if missing:
             columns = ", ".join(f"{name} {sql_type}" for name, sql_type in missing.items())
-            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+            spark.sql(f"ALTER TABLE delta.`{warehouse.path(table)}` ADD COLUMNS ({columns})")
         added[table] = list(missing)
     return added
 
@@ -149,5 +196,5 @@ def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: st
     """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
     tables = ((dlq_table, inbox_ddl), (outbox_table(dlq_table), outbox_ddl), (claims_table(dlq_table), claims_ddl))
     for table, ddl in tables:
-        if not DeltaTable.is_deltatable(str(warehouse.path(table))):
+        if not warehouse.is_delta_table(table):
             spark.sql(ddl(warehouse, dlq_table))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from delta.tables import DeltaTable
-from deltalake import DeltaTable as DeltaLakeTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
@@ -23,24 +22,23 @@ COLUMN_MAPPING = {
 
 def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> StructType:
     path = warehouse.path(action.target_table)
-    if not DeltaTable.isDeltaTable(spark, str(path)):
+    if not warehouse.is_delta_table(action.target_table):
         raise MissingTableError(
             codes.VALIDATED_TABLE_MISSING,
             f"validated table {action.target_table} does not exist yet (expected at {path}); "
             "materialize the split first",
             file=action.config_file,
         )
-    return spark.read.format("delta").load(str(path)).schema
+    return spark.read.format("delta").load(path).schema
 
 
 def added_columns(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, schema: StructType
 ) -> list[str]:
     """Columns of `schema` the validated table does not have yet: a source that gained columns."""
-    path = warehouse.path(action.target_table)
-    if not DeltaLakeTable.is_deltatable(str(path)):
+    if not warehouse.is_delta_table(action.target_table):
         return []
-    existing = {name.lower() for name in spark.read.format("delta").load(str(path)).columns}
+    existing = {name.lower() for name in spark.read.format("delta").load(warehouse.path(action.target_table)).columns}
     return [name for name in schema.fieldNames() if name.lower() not in existing]
 
 
@@ -63,10 +61,9 @@ def create_validated_table(
 ) -> None:
     """Created before the first append, with column mapping, when a column name needs it (spaces, commas,
     braces...). Other tables are created by their first append: one commit less."""
-    path = warehouse.path(action.target_table)
-    if not needs_column_mapping(schema) or DeltaLakeTable.is_deltatable(str(path)):
+    if not needs_column_mapping(schema) or warehouse.is_delta_table(action.target_table):
         return
-    builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
+    builder = DeltaTable.createIfNotExists(spark).location(warehouse.path(action.target_table)).addColumns(schema)
     for key, value in COLUMN_MAPPING.items():
         builder = builder.property(key, value)
     retry_on_conflict(builder.execute)
