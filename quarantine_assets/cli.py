@@ -339,6 +339,54 @@ def discard(
     console.print(f"{result.rows_changed} row(s) of {source} discarded")
 
 
+@app.command()
+def purge(
+    context: typer.Context,
+    source: SourceOption = None,
+    older_than_days: Annotated[
+        float | None,
+        typer.Option("--older-than-days", help="Resolved more than this many days ago (default: retention_days)."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    by: ByOption = None,
+) -> None:
+    """Delete resolved rows (landed, discarded, exhausted) past retention; quarantined and fixed rows stay."""
+    from quarantine_assets.engine.retention import purge_resolved
+
+    workspace: Workspace = context.obj
+    quarantined = [action for action in workspace.project.actions if action.quarantine is not None]
+    actions = [workspace.action(source)] if source else quarantined
+    if older_than_days is None:
+        unset = [action.quarantine.source_table for action in actions if action.quarantine.retention_days is None]
+        if source and unset:
+            raise OperatorError(
+                codes.RETENTION_UNSET,
+                f"the action of {source} sets no quarantine.retention_days; give --older-than-days",
+                field="--older-than-days",
+            )
+        actions = [action for action in actions if action.quarantine.retention_days is not None]
+    table = Table(title="dry run: nothing deleted" if dry_run else "purged")
+    for column in ("source_table", "resolved before", *statuses.RESOLVED, "rows"):
+        table.add_column(column)
+    for action in actions:
+        days = older_than_days if older_than_days is not None else action.quarantine.retention_days
+        report = purge_resolved(
+            workspace.spark,
+            workspace.warehouse,
+            action,
+            timedelta(days=days),
+            dry_run=dry_run,
+            by=by or getpass.getuser(),
+        )
+        _print_warnings(report.warnings)
+        counts = [str(report.rows_by_status.get(status, 0)) for status in statuses.RESOLVED]
+        table.add_row(report.source_table, f"{report.cutoff:%Y-%m-%d %H:%M:%S} UTC", *counts, str(report.rows))
+        console.print(
+            f"{'would delete' if dry_run else 'deleted'} {report.rows} resolved row(s) of {report.source_table}"
+        )
+    console.print(table)
+
+
 def main() -> None:
     """Refused input ends with its coded problems on stderr and exit 1, never a traceback."""
     try:

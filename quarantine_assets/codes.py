@@ -58,6 +58,7 @@ WAREHOUSE_SCHEME_UNSUPPORTED = _code(
 STORAGE_OPTIONS_INVALID = _code(
     "QA-CFG-031", "QUARANTINE_STORAGE_OPTIONS is not a dagster-deltalake storage config in JSON"
 )
+BAD_RETENTION = _code("QA-CFG-033", "quarantine.retention_days is not a whole number of days, 0 or more")
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )
@@ -95,6 +96,7 @@ UNKNOWN_SOURCE = _code("QA-OPS-007", "no quarantine action owns this source_tabl
 DLQ_AMBIGUOUS = _code("QA-OPS-008", "the configs name several DLQs; choose one with --dlq")
 NOT_A_JSON_OBJECT = _code("QA-OPS-009", "a payload or set_fields text is not valid JSON, or not a JSON object")
 BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set item is not field=value")
+RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an action that sets no retention_days")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

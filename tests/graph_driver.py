@@ -24,12 +24,17 @@ class Loop:
         warehouse,
         tmp_path,
         max_attempts: int = 3,
+        retention_days: int | None = None,
         thresholds: HealthThresholds | None = None,
         create_tables=create_dlq_tables,
     ):
         action = orders_action()
         self.action = action.model_copy(
-            update={"quarantine": action.quarantine.model_copy(update={"max_attempts": max_attempts})}
+            update={
+                "quarantine": action.quarantine.model_copy(
+                    update={"max_attempts": max_attempts, "retention_days": retention_days}
+                )
+            }
         )
         self.spark, self.warehouse = spark, warehouse
         project = Project(config_dir=tmp_path, env="test", actions=(self.action,))

@@ -351,3 +351,26 @@ def test_an_expectations_file_that_does_not_parse_or_is_not_text_is_qa_cfg_001(t
     (root / "expectations" / "rules.yaml").write_bytes(content)
 
     assert_has(problems_of(root), "QA-CFG-001", root / "expectations" / "rules.yaml", None)
+
+
+@pytest.mark.parametrize("retention_days", [-1, "30d", 1.5, True])
+def test_retention_days_that_is_not_a_whole_number_of_days_is_qa_cfg_033(tmp_path, retention_days):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", "retention_days": retention_days}
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(
+        problems_of(config_dir),
+        "QA-CFG-033",
+        config_dir / "pipelines/orders.yaml",
+        "actions[1].quarantine.retention_days",
+    )
+
+
+def test_retention_days_reaches_the_quarantine_spec_and_defaults_to_keeping_rows(tmp_path):
+    kept = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders"}
+    purged = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.returns", "retention_days": 30}
+    files = {"orders.yaml": flowgroup(quarantine=kept), "returns.yaml": flowgroup("returns", quarantine=purged)}
+    project = load_project(project_dir(tmp_path, files), env="dev", warehouse=tmp_path / "warehouse")
+    assert sorted((a.quarantine.source_table, a.quarantine.retention_days) for a in project.actions) == [
+        ("main.bronze.orders", None),
+        ("main.bronze.returns", 30),
+    ]

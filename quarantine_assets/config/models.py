@@ -73,6 +73,8 @@ class QuarantineSpec(_Frozen):
     source_table: str
     # Ours: recycles a row may fail before it is closed as exhausted.
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # Ours: days a resolved row (landed, discarded, exhausted) is kept; None keeps it for good.
+    retention_days: int | None = None
 
     @property
     def inbox_table(self) -> str:

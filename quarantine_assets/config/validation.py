@@ -14,6 +14,7 @@ from quarantine_assets.codes import (
     BAD_MAX_ATTEMPTS,
     BAD_MODE,
     BAD_READ_MODE,
+    BAD_RETENTION,
     BAD_SOURCE_TABLE,
     DLQ_IS_TARGET,
     DUPLICATE_ACTION_NAME,
@@ -111,6 +112,12 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
         problems.append(
             Problem(BAD_MAX_ATTEMPTS, message, file=file, field=child(child(field, "quarantine"), "max_attempts"))
         )
+    retention_days = quarantine.get("retention_days")
+    if retention_days is not None and not _is_retention(retention_days):
+        message = f"quarantine.retention_days must be a whole number of days, 0 or more, got {retention_days!r}"
+        problems.append(
+            Problem(BAD_RETENTION, message, file=file, field=child(child(field, "quarantine"), "retention_days"))
+        )
     return problems
 
 
@@ -126,11 +133,16 @@ def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
         source_table=block["source_table"],
         # An invalid cap is reported by data_quality_problems; the footprint only needs the tables.
         max_attempts=block["max_attempts"] if _is_attempt_cap(block.get("max_attempts")) else DEFAULT_MAX_ATTEMPTS,
+        retention_days=block["retention_days"] if _is_retention(block.get("retention_days")) else None,
     )
 
 
 def _is_attempt_cap(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _is_retention(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def project_problems(actions: list[Footprint]) -> list[Problem]:

@@ -17,6 +17,7 @@ from quarantine_assets.config.models import Project
 from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
 from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
+from quarantine_assets.defs.retention_job import purge_job, purge_schedule
 from quarantine_assets.defs.sensors import recycle_sensor
 from quarantine_assets.defs.table_checks import dlq_table_checks, source_owner_check
 from quarantine_assets.errors import QuarantineError
@@ -33,6 +34,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
     recycle_assets = [build(action) for action in quarantined for build in (outbox_asset, recycled_asset)]
     table_checks = [check for action in quarantined for check in dlq_table_checks(action)]
     table_checks += [source_owner_check(action) for action in quarantined]
+    purge = purge_job(quarantined)
     return Definitions(
         assets=split_assets + recycle_assets,
         asset_checks=table_checks,
@@ -42,7 +44,9 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
             # Reads only Delta logs through delta-rs: runs in a second, without a JVM.
             define_asset_job(TABLE_CHECKS_JOB, selection=AssetSelection.checks(*table_checks)),
             operator_job(quarantined),
+            *([purge] if purge else []),
         ],
+        schedules=[purge_schedule(purge)] if purge else [],
         sensors=[recycle_sensor(action) for action in quarantined],
         resources=resources or default_resources(),
         # One run, one JVM: Spark sessions cannot be shared across executor processes.

@@ -7,6 +7,8 @@ DISCARDED = "discarded"  # closed by an operator, with a reason
 EXHAUSTED = "exhausted"  # failed re-validation too many times; closed, with a reason
 
 ALL = (QUARANTINED, FIXED, RECYCLED, DISCARDED, EXHAUSTED)
+# Where a row's story ends (recycled: once it has landed); only these rows are ever purged.
+RESOLVED = (RECYCLED, DISCARDED, EXHAUSTED)
 
 # Change-feed row images that carry a row's state after a commit.
 POST_IMAGES = ("insert", "update_postimage")

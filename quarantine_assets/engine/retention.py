@@ -1,0 +1,97 @@
+"""Retention: resolved inbox rows older than their action's retention are deleted; open rows never are.
+
+Resolved: landed after a recycle (`recycled` with `_dlq_resolved_at` set), discarded, exhausted. A
+`recycled` row without the stamp is still on its way to the validated table, so it stays, as do
+`quarantined` and `fixed` rows whatever their age. The DELETE writes deletion vectors and `delete`
+images to the change feed, which neither the outbox nor the sensor reads as fixed rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.claims import before_writing
+from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.dlq_columns import DlqColumns
+from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
+from quarantine_assets.engine.table_health import require_healthy_dlq
+from quarantine_assets.engine.tables import Warehouse
+
+RESOLVED_AT = "_dlq_resolved_at"
+UPDATED_AT = "_dlq_updated_at"
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    source_table: str
+    cutoff: datetime  # rows resolved before this instant were (or, in a dry run, would be) deleted
+    dry_run: bool
+    rows_by_status: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_by_status.values())
+
+
+def purge_resolved(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    action: DataQualityAction,
+    older_than: timedelta,
+    *,
+    dry_run: bool,
+    by: str,
+    now: datetime | None = None,
+) -> PurgeReport:
+    """Delete the action's resolved inbox rows resolved more than `older_than` ago; a dry run only counts them."""
+    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    quarantine = action.quarantine
+    columns = require_healthy_dlq(warehouse, action) if dry_run else before_writing(spark, warehouse, action, by=by)
+    condition = (F.col("_dlq_source_table") == quarantine.source_table) & resolved_before(columns, cutoff)
+    path = warehouse.path(quarantine.inbox_table)
+    counted = spark.read.format("delta").load(path).where(condition).groupBy("_dlq_status").count().collect()
+    rows_by_status = {row["_dlq_status"]: row["count"] for row in counted}
+    # Resolved rows never reopen and every resolution is stamped after the cutoff, so the DELETE
+    # removes exactly the rows counted, also with writers running.
+    if rows_by_status and not dry_run:
+        retry_on_conflict(lambda: DeltaTable.forPath(spark, path).delete(condition))
+    return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine))
+
+
+def resolved_before(columns: DlqColumns, cutoff: datetime) -> Column:
+    """Rows resolved before `cutoff`, by the most precise time the DLQ has for their resolution."""
+    status = F.col("_dlq_status")
+    closed = status.isin(DISCARDED, EXHAUSTED)
+    # Rows closed before `upgrade-tables` added the column have no update time: their quarantine time stands in.
+    closed_at = (
+        F.coalesce(F.col(UPDATED_AT), F.col("_dlq_timestamp"))
+        if UPDATED_AT in columns.inbox
+        else F.col("_dlq_timestamp")
+    )
+    cutoff_literal = F.lit(cutoff)
+    resolved = closed & (closed_at < cutoff_literal)
+    if RESOLVED_AT in columns.inbox:
+        resolved = resolved | ((status == RECYCLED) & (F.col(RESOLVED_AT) < cutoff_literal))
+    return resolved
+
+
+def _warnings(columns: DlqColumns, quarantine) -> list[str]:
+    warnings = []
+    if RESOLVED_AT not in columns.inbox:
+        warnings.append(
+            f"{quarantine.inbox_table} has no {RESOLVED_AT}, so nothing tells a landed recycled row from one "
+            "on its way: recycled rows are kept"
+        )
+    if UPDATED_AT not in columns.inbox:
+        warnings.append(
+            f"{quarantine.inbox_table} has no {UPDATED_AT}: discarded and exhausted rows are aged from "
+            "their quarantine (_dlq_timestamp), not from when they were closed"
+        )
+    return warnings
