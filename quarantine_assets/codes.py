@@ -59,6 +59,9 @@ STORAGE_OPTIONS_INVALID = _code(
     "QA-CFG-031", "QUARANTINE_STORAGE_OPTIONS is not a dagster-deltalake storage config in JSON"
 )
 BAD_RETENTION = _code("QA-CFG-033", "quarantine.retention_days is not a whole number of days, 0 or more")
+BAD_REDACTION = _code(
+    "QA-CFG-034", "quarantine.sensitive_columns is not a list of column names, or redaction is not mask or sha256"
+)
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )
@@ -96,6 +99,9 @@ UNKNOWN_SOURCE = _code("QA-OPS-007", "no quarantine action owns this source_tabl
 DLQ_AMBIGUOUS = _code("QA-OPS-008", "the configs name several DLQs; choose one with --dlq")
 NOT_A_JSON_OBJECT = _code("QA-OPS-009", "a payload or set_fields text is not valid JSON, or not a JSON object")
 BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set item is not field=value")
+SENSITIVE_FIELDS_NOT_SUPPLIED = _code(
+    "QA-OPS-012", "a fix of a row whose sensitive columns were redacted must supply each of them"
+)
 RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an action that sets no retention_days")
 
 # Ownership: one owner per DLQ slice.

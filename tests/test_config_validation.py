@@ -374,3 +374,26 @@ def test_retention_days_reaches_the_quarantine_spec_and_defaults_to_keeping_rows
         ("main.bronze.orders", None),
         ("main.bronze.returns", 30),
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("sensitive_columns", "email"), ("sensitive_columns", ["email", ""]), ("redaction", "rot13")]
+)
+def test_sensitive_columns_or_redaction_that_is_malformed_is_qa_cfg_034(tmp_path, key, value):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", key: value}
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(
+        problems_of(config_dir), "QA-CFG-034", config_dir / "pipelines/orders.yaml", f"actions[1].quarantine.{key}"
+    )
+
+
+def test_sensitive_columns_and_redaction_reach_the_quarantine_spec(tmp_path):
+    quarantine = {
+        "dlq_table": "main.ops.dlq",
+        "source_table": "main.bronze.orders",
+        "sensitive_columns": ["email", "card"],
+        "redaction": "sha256",
+    }
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    spec = load_project(config_dir, env="dev", warehouse=tmp_path / "warehouse").actions[0].quarantine
+    assert (spec.sensitive_columns, spec.redaction) == (("email", "card"), "sha256")

@@ -14,6 +14,8 @@ QUALIFIED_NAME = re.compile(r"^[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]\w*\Z")
 OUTBOX_SUFFIX = "_outbox"
 CLAIMS_SUFFIX = "_claims"
 DEFAULT_MAX_ATTEMPTS = 3
+# How a sensitive column is hidden in the DLQ; the first is the default.
+REDACTION_METHODS = ("mask", "sha256")
 
 
 def outbox_table(dlq_table: str) -> str:
@@ -75,6 +77,9 @@ class QuarantineSpec(_Frozen):
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     # Ours: days a resolved row (landed, discarded, exhausted) is kept; None keeps it for good.
     retention_days: int | None = None
+    # Ours: columns masked (or hashed, `redaction: sha256`) in the DLQ copy of a rejected row.
+    sensitive_columns: tuple[str, ...] = ()
+    redaction: Literal["mask", "sha256"] = REDACTION_METHODS[0]
 
     @property
     def inbox_table(self) -> str:

@@ -14,6 +14,7 @@ from quarantine_assets.codes import (
     BAD_MAX_ATTEMPTS,
     BAD_MODE,
     BAD_READ_MODE,
+    BAD_REDACTION,
     BAD_RETENTION,
     BAD_SOURCE_TABLE,
     DLQ_IS_TARGET,
@@ -25,7 +26,13 @@ from quarantine_assets.codes import (
     SHARED_DLQ_SOURCE,
     STRUCTURE,
 )
-from quarantine_assets.config.models import DEFAULT_MAX_ATTEMPTS, QUALIFIED_NAME, Project, QuarantineSpec
+from quarantine_assets.config.models import (
+    DEFAULT_MAX_ATTEMPTS,
+    QUALIFIED_NAME,
+    REDACTION_METHODS,
+    Project,
+    QuarantineSpec,
+)
 from quarantine_assets.config.yaml_files import child, is_text
 from quarantine_assets.errors import Problem
 
@@ -112,6 +119,7 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
         problems.append(
             Problem(BAD_MAX_ATTEMPTS, message, file=file, field=child(child(field, "quarantine"), "max_attempts"))
         )
+    problems += _redaction_problems(quarantine, file, child(field, "quarantine"))
     retention_days = quarantine.get("retention_days")
     if retention_days is not None and not _is_retention(retention_days):
         message = f"quarantine.retention_days must be a whole number of days, 0 or more, got {retention_days!r}"
@@ -134,11 +142,32 @@ def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
         # An invalid cap is reported by data_quality_problems; the footprint only needs the tables.
         max_attempts=block["max_attempts"] if _is_attempt_cap(block.get("max_attempts")) else DEFAULT_MAX_ATTEMPTS,
         retention_days=block["retention_days"] if _is_retention(block.get("retention_days")) else None,
+        sensitive_columns=tuple(block.get("sensitive_columns") or ())
+        if _is_column_list(block.get("sensitive_columns"))
+        else (),
+        redaction=block.get("redaction") if block.get("redaction") in REDACTION_METHODS else REDACTION_METHODS[0],
     )
 
 
 def _is_attempt_cap(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _redaction_problems(quarantine: dict[str, Any], file: Path, field: str) -> list[Problem]:
+    problems = []
+    columns = quarantine.get("sensitive_columns")
+    if columns is not None and not _is_column_list(columns):
+        message = f"quarantine.sensitive_columns must be a list of column names, got {columns!r}"
+        problems.append(Problem(BAD_REDACTION, message, file=file, field=child(field, "sensitive_columns")))
+    method = quarantine.get("redaction", REDACTION_METHODS[0])
+    if method not in REDACTION_METHODS:
+        message = f"quarantine.redaction must be one of {list(REDACTION_METHODS)}, got {method!r}"
+        problems.append(Problem(BAD_REDACTION, message, file=file, field=child(field, "redaction")))
+    return problems
+
+
+def _is_column_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) and name.strip() for name in value)
 
 
 def _is_retention(value: Any) -> bool:

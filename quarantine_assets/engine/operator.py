@@ -159,6 +159,7 @@ def fix_rows(
     current = _open_payloads(spark, warehouse, action, keys)
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
+    _refuse_redacted_fields_left_out(action, current, changes)
     updates = spark.createDataFrame([(key, json.dumps(changes)) for key in keys], "_dlq_sk STRING, payload STRING")
     row_data = (
         F.parse_json("new.payload")
@@ -173,6 +174,22 @@ def fix_rows(
         {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None)},
         by,
     )
+
+
+def _refuse_redacted_fields_left_out(
+    action: DataQualityAction, current: dict[str, list[str]], changes: dict[str, Any]
+) -> None:
+    """The DLQ holds a sensitive column's value masked or hashed: only the operator can give it back."""
+    sensitive = {name.lower() for name in action.quarantine.sensitive_columns}
+    supplied = {name.lower() for name in changes}
+    missing = sorted({name for fields in current.values() for name in fields if name.lower() in sensitive - supplied})
+    if missing:
+        raise OperatorError(
+            codes.SENSITIVE_FIELDS_NOT_SUPPLIED,
+            f"{action.quarantine.source_table} redacts {missing} in its DLQ rows, so their values are gone: "
+            f"give each one in the fix (--set {missing[0]}=<value>, or null), or the row would land without it",
+            field="--set",
+        )
 
 
 def _payload_with(fields: list[str], changes: dict[str, Any]) -> Column:

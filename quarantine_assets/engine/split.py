@@ -17,6 +17,7 @@ from quarantine_assets.engine.delta_log import committed_rows, transaction_write
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
 from quarantine_assets.engine.payload_types import unstorable_fields
+from quarantine_assets.engine.redaction import redacted
 from quarantine_assets.engine.rules import (
     BatchCounts,
     applicable_rules,
@@ -113,9 +114,9 @@ def split_batch(
             batch_id=batch_id,
         )
         rejected = Observation(f"rejected_{action.key}_{batch_id}")
-        records = inbox_records(
-            with_failed_rules(batch.where(~kept), rules).observe(rejected, *failure_columns(rules)), provenance
-        )
+        judged = with_failed_rules(batch.where(~kept), rules).observe(rejected, *failure_columns(rules))
+        quarantine = action.quarantine
+        records = inbox_records(redacted(judged, quarantine.sensitive_columns, quarantine.redaction), provenance)
         held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
         rejected_metrics = observed_metrics(rejected)
         if not recount:

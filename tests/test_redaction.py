@@ -1,0 +1,115 @@
+"""Sensitive columns reach neither the DLQ's data files nor its change feed; only an operator can give them back."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from builders import orders_action
+from pyspark.sql import functions as F
+from test_file_sources import write_csv
+
+from quarantine_assets.config.models import FileSource
+from quarantine_assets.engine.operator import fix_rows
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
+from quarantine_assets.engine.split import run_split
+from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.errors import OperatorError
+
+CARD, EMAIL = "4111111111111111", "alice@example.com"
+SCHEMA = "row_no INT, order_id INT, amount DOUBLE, currency STRING, email STRING, card STRING"
+
+
+def redacting_action(method: str = "mask", source=None):
+    action = orders_action()
+    quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("Email", "card"), "redaction": method})
+    return action.model_copy(update={"quarantine": quarantine, **({"source": source} if source else {})})
+
+
+def files_holding(folder: str, secret: str) -> list[str]:
+    """Every file under the table's folder (Parquet data, change data, log with its column stats) holding `secret`."""
+    return [str(path) for path in Path(folder).rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+
+
+def payloads(spark, path: str, change_feed: bool = False):
+    reader = spark.read.format("delta")
+    if change_feed:
+        reader = reader.option("readChangeFeed", "true").option("startingVersion", 0)
+    return reader.load(path).select(F.to_json("_row_data").alias("payload"), "_dlq_rescued_data").collect()
+
+
+@pytest.mark.parametrize("method", ["mask", "sha256"])
+def test_sensitive_values_are_in_no_dlq_file_and_no_change_feed_row(spark, warehouse, method):
+    action = redacting_action(method)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(1, 1, 1.0, "EUR", "bob@example.com", "5500000000000004"), (2, None, 2.0, "EUR", EMAIL, CARD)]
+    rows += [(3, 3, -1.0, "EUR", None, CARD)]
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
+
+    run_split(spark, action, warehouse, "split")
+
+    inbox = warehouse.path(action.quarantine.dlq_table)
+    assert files_holding(inbox, CARD) == [] and files_holding(inbox, EMAIL) == []
+    stored = sorted(row["payload"] for row in payloads(spark, inbox)) + [
+        row["payload"] for row in payloads(spark, inbox, change_feed=True)
+    ]
+    assert len(stored) == 4 and not [payload for payload in stored if CARD in payload or EMAIL in payload]
+    hidden = "[redacted]" if method == "mask" else f"sha256:{hashlib.sha256(CARD.encode()).hexdigest()}"
+    by_row = {
+        row["row_no"]: row
+        for row in spark.read.format("delta")
+        .load(inbox)
+        .select(
+            F.variant_get("_row_data", "$.row_no", "int").alias("row_no"),
+            F.variant_get("_row_data", "$.card", "string").alias("card"),
+            F.variant_get("_row_data", "$.email", "string").alias("email"),
+            F.variant_get("_row_data", "$.order_id", "int").alias("order_id"),
+        )
+        .collect()
+    }
+    # Masked or hashed where there was a value; a NULL stays NULL; other columns untouched.
+    assert (by_row[2]["card"], by_row[2]["order_id"], by_row[3]["email"]) == (hidden, None, None)
+    # The validated table is the user's own: its rows keep their values.
+    validated = spark.read.format("delta").load(warehouse.path(action.target_table)).collect()
+    assert [(row["email"], row["card"]) for row in validated] == [("bob@example.com", "5500000000000004")]
+
+
+def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spark, warehouse, tmp_path):
+    landing = tmp_path / "landing"
+    header = "row_no,order_id,amount,currency,email,card\n"
+    write_csv(
+        landing, "a.csv", header + f"1,1,1.0,EUR,bob@example.com,5500000000000004\n2,2,2.0,EUR,{EMAIL},{CARD},surplus\n"
+    )
+    source = FileSource(path=str(landing), format="csv", schema_ddl=SCHEMA, options={"header": "true"})
+    action = redacting_action(source=source)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    run_split(spark, action, warehouse, "split")
+
+    inbox = warehouse.path(action.quarantine.dlq_table)
+    (row,) = payloads(spark, inbox)
+    assert row["_dlq_rescued_data"] == "[redacted]"
+    assert files_holding(inbox, CARD) == [] and files_holding(inbox, EMAIL) == []
+
+
+def test_a_redacted_row_recycles_only_with_its_sensitive_values_supplied(spark, warehouse):
+    action = redacting_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(1, None, 1.0, "EUR", EMAIL, CARD)]
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
+    run_split(spark, action, warehouse, "split")
+    inbox = warehouse.path(action.quarantine.dlq_table)
+    key = spark.read.format("delta").load(inbox).first()["_dlq_sk"]
+
+    with pytest.raises(OperatorError) as refused:
+        fix_rows(spark, warehouse, action, [key], set_fields={"order_id": 1}, by="test")
+    assert refused.value.code == "QA-OPS-012" and "['card', 'email']" in str(refused.value)
+    assert spark.read.format("delta").load(inbox).first()["_dlq_status"] == "quarantined"
+
+    fix_rows(spark, warehouse, action, [key], set_fields={"order_id": 1, "email": EMAIL, "card": CARD}, by="test")
+    run_outbox(spark, action, warehouse, "outbox")
+    run_recycled(spark, action, warehouse, "recycled")
+    landed = spark.read.format("delta").load(warehouse.path(action.target_table)).collect()
+    assert [(row["order_id"], row["email"], row["card"]) for row in landed] == [(1, EMAIL, CARD)]
