@@ -62,6 +62,10 @@ BAD_RETENTION = _code("QA-CFG-033", "quarantine.retention_days is not a whole nu
 BAD_REDACTION = _code(
     "QA-CFG-034", "quarantine.sensitive_columns is not a list of column names, or redaction is not mask or sha256"
 )
+RULE_NAME_NOT_CODE_LIKE = _code(
+    "QA-CFG-035",
+    "warning: a rule name is not code-like (a-z, 0-9, _); it still is its failures' code",
+)
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )

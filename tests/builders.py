@@ -9,7 +9,7 @@ from quarantine_assets.config.models import DataQualityAction, DeltaSource, Quar
 ORDERS_SCHEMA = "row_no INT, order_id INT, amount DOUBLE, currency STRING"
 ORDER_RULES = (
     Rule(name="valid_order_id", expression="order_id IS NOT NULL"),
-    Rule(name="non_negative_amount", expression="amount >= 0"),
+    Rule(name="non_negative_amount", expression="amount >= 0", message="an order amount is never negative"),
     Rule(name="known_currency", expression="currency IN ('EUR', 'USD')"),
 )
 

@@ -4,6 +4,7 @@ never a row lost, landed twice or silently changed."""
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
@@ -45,14 +46,20 @@ def table(spark, warehouse, name: str):
 
 
 @pytest.mark.parametrize(
-    ("file_format", "text", "options", "good_rows"),
+    ("file_format", "text", "options", "good_rows", "parse_codes"),
     [
-        ("csv", "row_no,order_id,amount,currency\n" + "\n".join(CSV_LINES) + "\n", {"header": "true"}, [1, 6]),
-        ("json", "\n".join(JSON_LINES) + "\n", {}, [1, 5]),
+        (
+            "csv",
+            "row_no,order_id,amount,currency\n" + "\n".join(CSV_LINES) + "\n",
+            {"header": "true"},
+            [1, 6],
+            {"csv_schema_mismatch": 4},
+        ),
+        ("json", "\n".join(JSON_LINES) + "\n", {}, [1, 5], {"json_parse_error": 2, "json_schema_mismatch": 1}),
     ],
 )
-def test_records_that_do_not_parse_are_quarantined_with_their_raw_text(
-    spark, warehouse, tmp_path, file_format, text, options, good_rows
+def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reason_code(
+    spark, warehouse, tmp_path, file_format, text, options, good_rows, parse_codes
 ):
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -74,6 +81,15 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text(
         len(bad_lines),
     )
     assert report.failures_per_rule["record_parses"] == len(bad_lines)
+    # Seed 000's column keeps its shape; the reason code and message are beside it, one entry per failure.
+    assert all(set(rule.asDict()) == {"name", "rule"} for row in inbox for rule in row["_dlq_failed_rules"])
+    assert all(len(row["_dlq_errors"]) == len(row["_dlq_failed_rules"]) for row in inbox)
+    parse_errors = [error for row in inbox for error in row["_dlq_errors"] if error["type"] == "parse"]
+    assert Counter(error["code"] for error in parse_errors) == Counter(parse_codes) == report.parse_errors
+    assert all(error["message"] for error in parse_errors)
+    if file_format == "json":
+        codes = {row["_dlq_rescued_data"]: [e["code"] for e in row["_dlq_errors"]] for row in inbox}
+        assert "json_parse_error" in codes["not json at all"] and "json_schema_mismatch" in codes[JSON_LINES[2]]
 
 
 @pytest.mark.parametrize(

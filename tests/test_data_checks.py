@@ -29,6 +29,10 @@ def test_split_accounts_for_every_row_and_fails_a_high_reject_rate(spark, wareho
     assert rate.metadata["top_reasons"].value == "valid_order_id: 3, non_negative_amount: 2"
     materialized = {event.asset_key.path[-1]: event for event in result.get_asset_materialization_events()}
     assert materialized["inbox"].materialization.metadata["reject_rate"].value == 0.8
+    by_type = {
+        key: materialized["inbox"].materialization.metadata[f"errors: {key}"].value for key in ("expectation", "parse")
+    }
+    assert by_type == {"expectation": 5, "parse": 0}
     assert checks["oldest_quarantined_age"].passed
 
 

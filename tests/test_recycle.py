@@ -37,6 +37,13 @@ def test_fixed_row_recycles_once_and_a_wrong_fix_comes_back_with_attempt_two(loo
     back = loop.inbox_row(3)
     assert (back["_dlq_status"], back["_dlq_attempt"]) == ("quarantined", 2)
     assert [failure["name"] for failure in back["_dlq_failed_rules"]] == ["non_negative_amount"]
+    assert [error.asDict() for error in back["_dlq_errors"]] == [
+        {"type": "expectation", "code": "non_negative_amount", "message": "an order amount is never negative"}
+    ]
+    first = loop.inbox_row(2)  # a rule without a message of its own says what was not true
+    assert [error.asDict() for error in first["_dlq_errors"]] == [
+        {"type": "expectation", "code": "valid_order_id", "message": "`order_id IS NOT NULL` is not true"}
+    ]
     assert loop.inbox_row(2)["_dlq_status"] == "recycled"
 
     loop.fix(3, amount=7.0)

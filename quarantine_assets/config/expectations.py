@@ -7,6 +7,7 @@ optionally wrapped as `{expectations: [...], version: ..., table: ...}`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from quarantine_assets.codes import (
     EXPECTATION_MALFORMED,
     EXPECTATIONS_EMPTY,
     EXPECTATIONS_MISSING,
+    RULE_NAME_NOT_CODE_LIKE,
 )
 from quarantine_assets.config.models import Rule
 from quarantine_assets.config.yaml_files import child, is_text, read_yaml
@@ -30,6 +32,8 @@ _ACTIONS = {
     "expect_or_drop": "drop",
     "expect_or_fail": "fail",
 }
+# A rule's name is the code of its failures (`_dlq_errors.code`): grep- and alert-friendly.
+CODE_LIKE = re.compile(r"[a-z][a-z0-9_]*")
 _ACTION_KEYS = ("failureAction", "type", "action")  # the first one present wins, as in the reference
 _DEFAULT_ACTION = "warn"  # the reference's default: DLT's plain `expect`
 
@@ -64,6 +68,18 @@ def load_expectations(
             Problem(EXPECTATIONS_EMPTY, "expectations file holds no rules; at least one is required", file=path)
         )
     problems += _duplicate_names(entries, path)
+    problems += [
+        Problem(
+            RULE_NAME_NOT_CODE_LIKE,
+            f"rule {entry.name!r} names its failures in every DLQ row and alert: a code such as "
+            f"{_code_like(entry.name)!r} is easier to grep and to alert on",
+            file=path,
+            field=entry.field,
+            severity="warning",
+        )
+        for entry in entries
+        if not CODE_LIKE.fullmatch(entry.name)
+    ]
     rules = []
     for entry in entries:
         action = entry.action
@@ -82,6 +98,10 @@ def load_expectations(
             action = "drop"
         rules.append(Rule(name=entry.name, expression=entry.expression, action=action, message=entry.message))
     return tuple(rules), problems
+
+
+def _code_like(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "rule"
 
 
 def _entries(data: Any, path: Path) -> tuple[list[_Entry], list[Problem]]:

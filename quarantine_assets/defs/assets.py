@@ -83,6 +83,9 @@ def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
     # Every rule of the action, failed or not, and the rules the split adds (`record_parses`) where they failed.
     failures = {rule.name: 0 for rule in action.rules} | dict(report.failures_per_rule)
     metadata.update({f"failures: {name}": count for name, count in failures.items()})
+    # Numbers, so the UI plots each over time: failures by error type, and records that did not parse by reason.
+    metadata.update({f"errors: {kind}": count for kind, count in report.failures_by_error_type().items()})
+    metadata.update({f"errors: {code}": count for code, count in report.parse_errors.items()})
     return metadata
 
 

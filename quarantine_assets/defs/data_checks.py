@@ -24,9 +24,9 @@ def reject_rate(report: SplitReport) -> float:
 
 
 def top_reasons(report: SplitReport) -> str:
-    """The rules that rejected the most rows of the batch, most first: where an operator starts."""
-    failed = sorted((-count, rule) for rule, count in report.failures_per_rule.items() if count)
-    return ", ".join(f"{rule}: {-count}" for count, rule in failed[:TOP_REASONS]) or "none"
+    """The reasons (rules, parse codes) that rejected the most rows, most first: where an operator starts."""
+    failed = sorted((-count, reason) for reason, count in report.failures_by_reason().items() if count)
+    return ", ".join(f"{reason}: {-count}" for count, reason in failed[:TOP_REASONS]) or "none"
 
 
 def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:

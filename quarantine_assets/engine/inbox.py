@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from quarantine_assets.engine.rules import FAILED_RULES, RESCUED_DATA
+from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, RESCUED_DATA
 from quarantine_assets.engine.source import SOURCE_FILE
 from quarantine_assets.engine.statuses import QUARANTINED
 
 # Columns the split adds to a row; everything else is the row itself.
-BOOKKEEPING_COLUMNS = (FAILED_RULES, RESCUED_DATA, SOURCE_FILE)
+BOOKKEEPING_COLUMNS = (FAILED_RULES, ERRORS, RESCUED_DATA, SOURCE_FILE)
 # 96 bits per batch: two batches collide with odds near b^2/2^97, negligible at 10^9 batches.
 KEY_PREFIX_HEX_CHARS = 24
 
@@ -71,6 +71,7 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
         F.lit(1).alias("_dlq_attempt"),
         F.current_timestamp().alias("_dlq_updated_at"),
         F.lit(provenance.action).alias("_dlq_updated_by"),
+        F.col(ERRORS).alias("_dlq_errors"),
     )
 
 

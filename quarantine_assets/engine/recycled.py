@@ -17,7 +17,7 @@ from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.operational_metadata import table_column_names, with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.payload_types import payload_type_failures, typed_columns
-from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, failed_rules_column
+from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, error_details, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
@@ -124,6 +124,7 @@ def _settle_in_inbox(
         "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
         **({ATTEMPT: next_attempt} if columns.counts_attempts else {}),
         "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
+        "_dlq_errors": error_details(F.col(f"new.{FAILED_RULES}"), action.rules),
         "_dlq_reason": F.when(at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")),
         "_dlq_updated_by": F.lit(RECYCLED_STREAM),
     }

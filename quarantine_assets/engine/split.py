@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
-from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.config.models import DataQualityAction, FileSource
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
@@ -19,11 +19,16 @@ from quarantine_assets.engine.operational_metadata import with_table_columns, wi
 from quarantine_assets.engine.payload_types import unstorable_fields
 from quarantine_assets.engine.redaction import redacted
 from quarantine_assets.engine.rules import (
+    EXPECTATION,
+    PARSE,
+    RECORD_PARSES,
     BatchCounts,
     applicable_rules,
     batch_counts,
     failure_columns,
     failures_from,
+    parse_code_counts,
+    parse_codes_from,
     passes_all,
     rule_column_problems,
     with_action,
@@ -60,7 +65,20 @@ class SplitReport:
     rows_dropped: int = 0  # mode dqe: gone, as the reference does
     rows_held_in_inbox: int = 0  # rows the inbox commit of each batch wrote, by Delta's count
     failures_per_rule: Counter = field(default_factory=Counter)
+    parse_errors: Counter = field(default_factory=Counter)  # records that did not parse, by reason code
     warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
+
+    def failures_by_reason(self) -> Counter:
+        """By reason code: each rule's name, and for records that did not parse, their parse code."""
+        reasons = Counter(self.failures_per_rule)
+        if self.parse_errors:
+            reasons.pop(RECORD_PARSES.name, None)
+            reasons.update(self.parse_errors)
+        return reasons
+
+    def failures_by_error_type(self) -> dict[str, int]:
+        parse = self.failures_per_rule.get(RECORD_PARSES.name, 0)
+        return {EXPECTATION: sum(self.failures_per_rule.values()) - parse, PARSE: parse}
 
 
 def split_batch(
@@ -103,7 +121,7 @@ def split_batch(
     rows = recount.rows if recount else read_metrics["rows"]
     failures = recount.failures_per_rule if recount else ({} if quarantining else failures_from(read_metrics, rules))
     rejected_count = rows - rows_validated
-    held = 0
+    held, parse_errors = 0, {}
     if quarantining and rejected_count:
         provenance = Provenance(
             source_table=action.quarantine.source_table,
@@ -114,11 +132,16 @@ def split_batch(
             batch_id=batch_id,
         )
         rejected = Observation(f"rejected_{action.key}_{batch_id}")
-        judged = with_failed_rules(batch.where(~kept), rules).observe(rejected, *failure_columns(rules))
+        record_format = action.source.format if isinstance(action.source, FileSource) else None
+        parsing = record_format if RECORD_PARSES in rules else None
+        counted = failure_columns(rules) + (parse_code_counts(parsing) if parsing else [])
+        judged = with_failed_rules(batch.where(~kept), rules, record_format).observe(rejected, *counted)
         quarantine = action.quarantine
         records = inbox_records(redacted(judged, quarantine.sensitive_columns, quarantine.redaction), provenance)
         held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
         rejected_metrics = observed_metrics(rejected)
+        if parsing and rejected_metrics:
+            parse_errors = parse_codes_from(rejected_metrics, parsing)
         if not recount:
             failures = (
                 failures_from(rejected_metrics, rules)
@@ -133,6 +156,7 @@ def split_batch(
         rows_dropped=0 if quarantining else rejected_count,
         rows_held_in_inbox=held,
         failures_per_rule=Counter(failures),
+        parse_errors=Counter({code: count for code, count in parse_errors.items() if count}),
         warnings=[f"source columns {added} were added to validated table {action.target_table}"] if added else [],
     )
 

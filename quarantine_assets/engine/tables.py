@@ -38,6 +38,8 @@ INBOX_CONTEXT_COLUMNS = {
     "_dlq_resolved_at": "TIMESTAMP",  # when the recycled row landed in the validated table
     "_dlq_updated_at": "TIMESTAMP",
     "_dlq_updated_by": "STRING",
+    # per failed rule: expectation or parse, a stable code, and what was wrong in words
+    "_dlq_errors": "ARRAY<STRUCT<type: STRING, code: STRING, message: STRING>>",
 }
 OUTBOX_CORE_COLUMNS = {
     "_dlq_sk": "STRING NOT NULL",
@@ -63,6 +65,7 @@ INBOX_CONTEXT_LOSSES = {
     "_dlq_resolved_at": "landings are not recorded: a reset recycled checkpoint could land a row twice",
     "_dlq_updated_at": "the time of a row's last change is not kept",
     "_dlq_updated_by": "who changed a row last is not kept, and landings are not recorded",
+    "_dlq_errors": "failures carry no message and records that did not parse no reason code",
 }
 OUTBOX_CONTEXT_LOSSES = {
     "_dlq_attempt": "a row fixed again after a failed recycle looks like a duplicate to outbox_keys_unique",
