@@ -87,6 +87,10 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
     parse_errors = [error for row in inbox for error in row["_dlq_errors"] if error["type"] == "parse"]
     assert Counter(error["code"] for error in parse_errors) == Counter(parse_codes) == report.parse_errors
     assert all(error["message"] for error in parse_errors)
+    # Arrived when its file did: the file's modification time, beside the rejection time.
+    arrived = (landing / f"batch.{file_format}").stat().st_mtime
+    assert all(abs(row["_dlq_arrived_at"].timestamp() - arrived) < 0.01 for row in inbox)
+    assert all(row["_dlq_timestamp"] >= row["_dlq_arrived_at"] for row in inbox)
     if file_format == "json":
         codes = {row["_dlq_rescued_data"]: [e["code"] for e in row["_dlq_errors"]] for row in inbox}
         assert "json_parse_error" in codes["not json at all"] and "json_schema_mismatch" in codes[JSON_LINES[2]]

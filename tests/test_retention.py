@@ -49,8 +49,25 @@ def every_status(spark, warehouse, tmp_path, retention_days: int) -> Loop:
     return loop
 
 
+def resolutions(loop: Loop) -> dict[int, tuple[bool, str | None]]:
+    """Per row: whether it has a resolution time, and who resolved it."""
+    rows = loop.inbox().select(
+        F.variant_get("_row_data", "$.row_no", "int").alias("row_no"), "_dlq_resolved_at", "_dlq_resolved_by"
+    )
+    return {row["row_no"]: (row["_dlq_resolved_at"] is not None, row["_dlq_resolved_by"]) for row in rows.collect()}
+
+
 def test_purge_deletes_resolved_rows_past_retention_and_never_an_open_one(spark, warehouse, tmp_path):
     loop = every_status(spark, warehouse, tmp_path, retention_days=30)
+    # Every resolved row says when and by whom; a fixed row names its fixer, who resolves it once it lands.
+    assert resolutions(loop) == {
+        1: (True, "test"),
+        2: (True, "test"),
+        3: (False, "test"),
+        4: (False, "test"),
+        5: (False, None),
+        6: (True, "recycled"),
+    }
     assert isinstance(loop.tick(), SensorResult)  # the cursor moves past the fixes
     inbox = warehouse.path(loop.action.quarantine.dlq_table)
     now = datetime.now(timezone.utc)

@@ -9,11 +9,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, RESCUED_DATA
-from quarantine_assets.engine.source import SOURCE_FILE
+from quarantine_assets.engine.source import ARRIVED_AT, SOURCE_FILE
 from quarantine_assets.engine.statuses import QUARANTINED
 
 # Columns the split adds to a row; everything else is the row itself.
-BOOKKEEPING_COLUMNS = (FAILED_RULES, ERRORS, RESCUED_DATA, SOURCE_FILE)
+BOOKKEEPING_COLUMNS = (FAILED_RULES, ERRORS, RESCUED_DATA, SOURCE_FILE, ARRIVED_AT)
 # 96 bits per batch: two batches collide with odds near b^2/2^97, negligible at 10^9 batches.
 KEY_PREFIX_HEX_CHARS = 24
 
@@ -52,6 +52,8 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
     """
     rescued = F.col(RESCUED_DATA) if RESCUED_DATA in quarantined.columns else F.lit(None).cast("string")
     source_file = F.col(SOURCE_FILE) if SOURCE_FILE in quarantined.columns else F.lit(None).cast("string")
+    # A Delta source's streaming batches carry no per-row commit metadata (`_metadata` is not readable there).
+    arrived = F.col(ARRIVED_AT) if ARRIVED_AT in quarantined.columns else F.lit(None).cast("timestamp")
     batch = "\u0001".join((provenance.source_table, provenance.stream_id, str(provenance.batch_id)))
     prefix = hashlib.sha256(batch.encode()).hexdigest()[:KEY_PREFIX_HEX_CHARS]
     key = F.concat(F.lit(prefix + "-"), F.monotonically_increasing_id().cast("string"))
@@ -72,6 +74,7 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
         F.current_timestamp().alias("_dlq_updated_at"),
         F.lit(provenance.action).alias("_dlq_updated_by"),
         F.col(ERRORS).alias("_dlq_errors"),
+        arrived.alias("_dlq_arrived_at"),
     )
 
 

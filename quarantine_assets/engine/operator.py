@@ -171,7 +171,8 @@ def fix_rows(
         warehouse,
         action,
         updates,
-        {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None)},
+        # The fixer resolves the row once it lands; a failed recycle clears them again.
+        {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None), "_dlq_resolved_by": F.lit(by)},
         by,
     )
 
@@ -215,9 +216,13 @@ def discard_rows(
         raise OperatorError(codes.DISCARD_NEEDS_REASON, "a discard needs a reason")
     _open_payloads(spark, warehouse, action, keys)
     updates = spark.createDataFrame([(key,) for key in keys], "_dlq_sk STRING")
-    return _update_open_rows(
-        spark, warehouse, action, updates, {"_dlq_status": F.lit(DISCARDED), "_dlq_reason": F.lit(reason)}, by
-    )
+    closed = {
+        "_dlq_status": F.lit(DISCARDED),
+        "_dlq_reason": F.lit(reason),
+        "_dlq_resolved_at": F.current_timestamp(),
+        "_dlq_resolved_by": F.lit(by),
+    }
+    return _update_open_rows(spark, warehouse, action, updates, closed, by)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ def _settle_in_inbox(
         "_dlq_errors": error_details(F.col(f"new.{FAILED_RULES}"), action.rules),
         "_dlq_reason": F.when(at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")),
         "_dlq_updated_by": F.lit(RECYCLED_STREAM),
+        "_dlq_resolved_at": F.when(at_cap, F.current_timestamp()),
+        "_dlq_resolved_by": F.when(at_cap, F.lit(RECYCLED_STREAM)),
     }
     merge = (
         DeltaTable.forPath(spark, inbox_path)

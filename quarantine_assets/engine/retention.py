@@ -68,15 +68,11 @@ def purge_resolved(
 def resolved_before(columns: DlqColumns, cutoff: datetime) -> Column:
     """Rows resolved before `cutoff`, by the most precise time the DLQ has for their resolution."""
     status = F.col("_dlq_status")
-    closed = status.isin(DISCARDED, EXHAUSTED)
-    # Rows closed before `upgrade-tables` added the column have no update time: their quarantine time stands in.
-    closed_at = (
-        F.coalesce(F.col(UPDATED_AT), F.col("_dlq_timestamp"))
-        if UPDATED_AT in columns.inbox
-        else F.col("_dlq_timestamp")
-    )
+    # Rows closed before a column was added (`upgrade-tables`) have no value there: the next time stands in.
+    times = [F.col(name) for name in (RESOLVED_AT, UPDATED_AT) if name in columns.inbox]
+    closed_at = F.coalesce(*times, F.col("_dlq_timestamp"))
     cutoff_literal = F.lit(cutoff)
-    resolved = closed & (closed_at < cutoff_literal)
+    resolved = status.isin(DISCARDED, EXHAUSTED) & (closed_at < cutoff_literal)
     if RESOLVED_AT in columns.inbox:
         resolved = resolved | ((status == RECYCLED) & (F.col(RESOLVED_AT) < cutoff_literal))
     return resolved
@@ -89,7 +85,7 @@ def _warnings(columns: DlqColumns, quarantine) -> list[str]:
             f"{quarantine.inbox_table} has no {RESOLVED_AT}, so nothing tells a landed recycled row from one "
             "on its way: recycled rows are kept"
         )
-    if UPDATED_AT not in columns.inbox:
+    if RESOLVED_AT not in columns.inbox and UPDATED_AT not in columns.inbox:
         warnings.append(
             f"{quarantine.inbox_table} has no {UPDATED_AT}: discarded and exhausted rows are aged from "
             "their quarantine (_dlq_timestamp), not from when they were closed"

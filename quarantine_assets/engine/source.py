@@ -17,6 +17,7 @@ from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import Problem, QuarantineError
 
 SOURCE_FILE = "_dlq_source_file"
+ARRIVED_AT = "_dlq_arrived_at"
 # Formats whose unparseable records Spark can keep as text in a column of their own.
 RESCUING_FORMATS = ("csv", "json")
 PINNED_SCHEMA = "_quarantine_assets_schema.json"
@@ -66,7 +67,11 @@ def _read_file_stream(spark: SparkSession, source: FileSource) -> DataFrame:
             schema = schema.add(RESCUED_DATA, "string")
         reader = reader.option("columnNameOfCorruptRecord", RESCUED_DATA).option("mode", "PERMISSIVE")
     rows = reader.schema(schema).load(source.path)
-    return rows.select("*", F.col("_metadata.file_path").alias(SOURCE_FILE))
+    return rows.select(
+        "*",
+        F.col("_metadata.file_path").alias(SOURCE_FILE),
+        F.col("_metadata.file_modification_time").alias(ARRIVED_AT),
+    )
 
 
 def file_schema(spark: SparkSession, source: FileSource) -> StructType:

@@ -35,9 +35,11 @@ INBOX_CONTEXT_COLUMNS = {
     "_dlq_source_file": "STRING",  # the file the row came from (file sources)
     "_dlq_attempt": "INT",  # 1 on first quarantine, +1 each failed recycle
     "_dlq_reason": "STRING",  # why a row was discarded or gave up
-    "_dlq_resolved_at": "TIMESTAMP",  # when the recycled row landed in the validated table
+    "_dlq_resolved_at": "TIMESTAMP",  # when the row landed in the validated table, was discarded or exhausted
     "_dlq_updated_at": "TIMESTAMP",
     "_dlq_updated_by": "STRING",
+    "_dlq_resolved_by": "STRING",  # who resolved it: the operator who fixed or discarded it, or `recycled`
+    "_dlq_arrived_at": "TIMESTAMP",  # when the row reached the source: its file's modification time
     # per failed rule: expectation or parse, a stable code, and what was wrong in words
     "_dlq_errors": "ARRAY<STRUCT<type: STRING, code: STRING, message: STRING>>",
 }
@@ -65,6 +67,8 @@ INBOX_CONTEXT_LOSSES = {
     "_dlq_resolved_at": "landings are not recorded: a reset recycled checkpoint could land a row twice",
     "_dlq_updated_at": "the time of a row's last change is not kept",
     "_dlq_updated_by": "who changed a row last is not kept, and landings are not recorded",
+    "_dlq_resolved_by": "rows do not say who resolved them (fixed, discarded)",
+    "_dlq_arrived_at": "rows of file sources do not say when their file arrived",
     "_dlq_errors": "failures carry no message and records that did not parse no reason code",
 }
 OUTBOX_CONTEXT_LOSSES = {
