@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/split.py recycle        # (e) outbox + recycled vs appending the rows directly
     .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
     .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
+    .venv/bin/python benchmarks/split.py context        # the record's added context (errors, times, redaction)
     .venv/bin/python benchmarks/split.py plot           # PNG plots of the newest results
 
 The baselines are written in `baselines.py`, from seed 000 and from plain Spark, not taken from the engine.
@@ -48,7 +49,14 @@ from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.rules import with_failed_rules
 from quarantine_assets.engine.session import build_spark_session
 from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.tables import (
+    CLUSTERING_COLUMN,
+    INBOX_CONTEXT_COLUMNS,
+    INBOX_CORE_COLUMNS,
+    INBOX_PROPERTIES,
+    Warehouse,
+    create_dlq_tables,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -117,6 +125,77 @@ def throughput(
                 f"{reference.spark_jobs[-1]}"
             )
     typer.echo(write_results("split-throughput", {"results": results}))
+
+
+# The context columns the record's context added (`_dlq_errors`, arrival and resolution): a DLQ
+# without them is what the split wrote before, and the split computes nothing for absent columns.
+ADDED_CONTEXT = ("_dlq_errors", "_dlq_arrived_at", "_dlq_resolved_by")
+
+
+def _create_inbox_without(spark: SparkSession, warehouse: Warehouse, dlq_table: str, left_out: tuple[str, ...]) -> None:
+    columns = {name: sql_type for name, sql_type in (INBOX_CORE_COLUMNS | INBOX_CONTEXT_COLUMNS).items()}
+    columns = {name: sql_type for name, sql_type in columns.items() if name not in left_out}
+    properties = ", ".join(f"'{key}' = '{value}'" for key, value in INBOX_PROPERTIES.items())
+    spark.sql(
+        f"CREATE TABLE delta.`{warehouse.path(dlq_table)}` ({', '.join(f'{n} {t}' for n, t in columns.items())}) "
+        f"USING DELTA CLUSTER BY ({CLUSTERING_COLUMN}) TBLPROPERTIES ({properties})"
+    )
+
+
+@app.command()
+def context(
+    rows: Annotated[list[int], typer.Option(help="Source sizes.")] = [100_000, 1_000_000],
+    bad: float = 0.2,
+    repeats: int = 3,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """The split as it was (a DLQ without the added context columns) against the split writing every
+    context column, and against the same with two sensitive columns redacted."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-context-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    _warm_up(spark, warehouse)
+    results = []
+    for size in rows:
+        source = _source(spark, warehouse, size, bad)
+        action = bench_action(f"context_{size}", source)
+        quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("customer_id", "note")})
+        redacting = action.model_copy(update={"quarantine": quarantine})
+
+        def prepare(left_out: tuple[str, ...]):
+            def run() -> None:
+                fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+                shutil.rmtree(warehouse.checkpoint(action.key, "split"), ignore_errors=True)
+                _create_inbox_without(spark, warehouse, action.quarantine.dlq_table, left_out)
+                create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+                claim_slice(spark, warehouse, action, "bench")
+
+            return run
+
+        measured = measure_side_by_side(
+            spark,
+            repeats,
+            {
+                "before": (prepare(ADDED_CONTEXT), lambda: run_split(spark, action, warehouse, "bench")),
+                "context": (prepare(()), lambda: run_split(spark, action, warehouse, "bench")),
+                "redacted": (prepare(()), lambda: run_split(spark, redacting, warehouse, "bench")),
+            },
+        )
+        before, with_context, redacted = measured["before"], measured["context"], measured["redacted"]
+        row = {
+            "rows": size,
+            "bad_share": bad,
+            "measurements": [m.as_dict() for m in (before, with_context, redacted)],
+            "context_to_before": round(with_context.median / before.median, 3),
+            "redacted_to_before": round(redacted.median / before.median, 3),
+        }
+        results.append(row)
+        typer.echo(
+            f"{size:>9} rows {bad:.0%} bad: before {before.median:6.2f}s  context {with_context.median:6.2f}s  "
+            f"redacted {redacted.median:6.2f}s  context/before {row['context_to_before']:.2f}  "
+            f"redacted/before {row['redacted_to_before']:.2f}"
+        )
+    typer.echo(write_results("split-context", {"results": results}))
 
 
 @app.command("inbox-size")

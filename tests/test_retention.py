@@ -58,7 +58,8 @@ def resolutions(loop: Loop) -> dict[int, tuple[bool, str | None]]:
 
 
 def test_purge_deletes_resolved_rows_past_retention_and_never_an_open_one(spark, warehouse, tmp_path):
-    loop = every_status(spark, warehouse, tmp_path, retention_days=30)
+    """The engine's purge with its clock moved, then the Dagster job and the CLI as an operator runs them."""
+    loop = every_status(spark, warehouse, tmp_path, retention_days=0)
     # Every resolved row says when and by whom; a fixed row names its fixer, who resolves it once it lands.
     assert resolutions(loop) == {
         1: (True, "test"),
@@ -77,11 +78,24 @@ def test_purge_deletes_resolved_rows_past_retention_and_never_an_open_one(spark,
 
     assert purge(timedelta(days=30), now + timedelta(days=29)).rows == 0  # resolved today: kept for 30 days
     dry = purge(timedelta(days=30), now + timedelta(days=31), dry_run=True)
-    assert (dry.rows_by_status, dry.dry_run, len(statuses(loop))) == (RESOLVED, True, 6)
+    assert (dry.rows_by_status, dry.dry_run, dry.warnings, len(statuses(loop))) == (RESOLVED, True, [], 6)
+
+    assert loop.defs.resolve_schedule_def(PURGE_SCHEDULE).job_name == PURGE_JOB
+    job_dry = run_purge_job(loop, dry_run=True)
+    assert (job_dry["rows_purged"], job_dry["rows_purged_by_status"], job_dry["dry_run"]) == (3, RESOLVED, True)
+    # The demo's configs own the same slice (demo.bronze.orders in demo.ops.dlq) as the test's action.
+    options = ["--config-dir", str(REPO_ROOT / "configs"), "--warehouse", warehouse.root]
+    cli = CliRunner().invoke(
+        app,
+        [*options, "purge", "--source", "demo.bronze.orders", "--older-than-days", "0", "--dry-run"],
+        env={"COLUMNS": "250"},
+    )
+    assert cli.exit_code == 0, cli.output
+    assert "would delete 3" in cli.output and len(statuses(loop)) == 6
 
     version_before = spark.sql(f"DESCRIBE HISTORY delta.`{inbox}`").first()["version"]
-    report = purge(timedelta(days=30), now + timedelta(days=31))
-    assert report.rows_by_status == RESOLVED and report.warnings == []
+    done = run_purge_job(loop, dry_run=False)  # retention_days: 0
+    assert (done["rows_purged"], done["rows_purged_by_status"], done["dry_run"]) == (3, RESOLVED, False)
     assert statuses(loop) == {3: "recycled", 4: "fixed", 5: "quarantined"}
     # Open rows survive any age.
     assert purge(timedelta(0), datetime(9999, 1, 1, tzinfo=timezone.utc)).rows == 0
@@ -115,38 +129,16 @@ def test_purge_deletes_resolved_rows_past_retention_and_never_an_open_one(spark,
     assert duplicate_outbox_keys(spark, warehouse, loop.action) == 0
 
 
-def test_purge_job_and_cli_dry_run_report_what_they_delete(spark, warehouse, tmp_path):
-    loop = every_status(spark, warehouse, tmp_path, retention_days=0)
-    assert loop.defs.resolve_schedule_def(PURGE_SCHEDULE).job_name == PURGE_JOB
-    op_name = f"{loop.action.key}_purge"
-
-    def run(dry_run: bool) -> dict:
-        result = loop.defs.resolve_job_def(PURGE_JOB).execute_in_process(
-            run_config={"ops": {op_name: {"config": {"dry_run": dry_run}}}}, instance=loop.instance
-        )
-        assert result.success
-        (observation,) = [
-            event.event_specific_data.asset_observation
-            for event in result.all_events
-            if event.event_type_value == "ASSET_OBSERVATION"
-        ]
-        assert observation.asset_key.path == [loop.action.key, INBOX]
-        return {key: value.value for key, value in observation.metadata.items()}
-
-    dry = run(dry_run=True)
-    assert (dry["rows_purged"], dry["rows_purged_by_status"], dry["dry_run"]) == (3, RESOLVED, True)
-    assert len(statuses(loop)) == 6
-
-    # The demo's configs own the same slice (demo.bronze.orders in demo.ops.dlq) as the test's action.
-    options = ["--config-dir", str(REPO_ROOT / "configs"), "--warehouse", warehouse.root]
-    cli = CliRunner().invoke(
-        app,
-        [*options, "purge", "--source", "demo.bronze.orders", "--older-than-days", "0", "--dry-run"],
-        env={"COLUMNS": "250"},
+def run_purge_job(loop: Loop, dry_run: bool) -> dict:
+    """The purge job's run, and the observation it records on the inbox asset."""
+    result = loop.defs.resolve_job_def(PURGE_JOB).execute_in_process(
+        run_config={"ops": {f"{loop.action.key}_purge": {"config": {"dry_run": dry_run}}}}, instance=loop.instance
     )
-    assert cli.exit_code == 0, cli.output
-    assert "would delete 3" in cli.output and len(statuses(loop)) == 6
-
-    done = run(dry_run=False)
-    assert (done["rows_purged"], done["dry_run"]) == (3, False)
-    assert statuses(loop) == {3: "recycled", 4: "fixed", 5: "quarantined"}
+    assert result.success
+    (observation,) = [
+        event.event_specific_data.asset_observation
+        for event in result.all_events
+        if event.event_type_value == "ASSET_OBSERVATION"
+    ]
+    assert observation.asset_key.path == [loop.action.key, INBOX]
+    return {key: value.value for key, value in observation.metadata.items()}
