@@ -36,6 +36,7 @@ from quarantine_assets.engine.operator import (
     parse_json_object,
     queue_stats,
 )
+from quarantine_assets.engine.retention import purge_resolved
 from quarantine_assets.engine.source import rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
@@ -351,8 +352,6 @@ def purge(
     by: ByOption = None,
 ) -> None:
     """Delete resolved rows (landed, discarded, exhausted) past retention; quarantined and fixed rows stay."""
-    from quarantine_assets.engine.retention import purge_resolved
-
     workspace: Workspace = context.obj
     quarantined = [action for action in workspace.project.actions if action.quarantine is not None]
     actions = [workspace.action(source)] if source else quarantined

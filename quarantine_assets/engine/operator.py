@@ -171,14 +171,14 @@ def fix_rows(
         warehouse,
         action,
         updates,
-        # The fixer resolves the row once it lands; a failed recycle clears them again.
+        # The fixer resolves the row once it lands; a failed recycle clears the name again.
         {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None), "_dlq_resolved_by": F.lit(by)},
         by,
     )
 
 
 def _refuse_redacted_fields_left_out(
-    action: DataQualityAction, current: dict[str, list[str]], changes: dict[str, Any]
+    action: DataQualityAction, current: dict[str, dict[str, Any]], changes: dict[str, Any]
 ) -> None:
     """The DLQ holds a sensitive column's value masked or hashed: only the operator can give it back."""
     sensitive = {name.lower() for name in action.quarantine.sensitive_columns}
