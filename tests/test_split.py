@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
@@ -21,6 +23,12 @@ def append_source(spark, warehouse, action, rows):
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(
         str(warehouse.path(action.source.table))
     )
+
+
+def source_batch(spark, warehouse, action, rows):
+    """The rows as the split's stream reads them: from the source table's data files."""
+    append_source(spark, warehouse, action, rows)
+    return spark.read.format("delta").load(str(warehouse.path(action.source.table)))
 
 
 def random_orders(rng: random.Random, first_row_no: int, count: int):
@@ -61,6 +69,11 @@ def inbox_payloads(spark, warehouse, action):
         )
         .collect()
     ]
+
+
+def inbox_payload(record) -> tuple:
+    payload = json.loads(record["_row_data"].toJson())
+    return tuple(payload.get(name) for name in ("row_no", "order_id", "amount", "currency"))
 
 
 def passes(row) -> bool:
@@ -106,6 +119,24 @@ def test_null_rule_result_goes_to_inbox_and_is_named(spark, warehouse):
     )
 
 
+def test_a_delta_sources_inbox_row_names_the_data_file_that_holds_it_and_when_it_arrived(spark, warehouse):
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    append_source(spark, warehouse, action, [(1, 10, -1.0, "EUR"), (2, 20, 1.0, "EUR")])
+    append_source(spark, warehouse, action, [(3, None, 3.0, "USD"), (4, 40, 4.0, "XXX")])
+    run_split(spark, action, warehouse, run_id="run")
+
+    records = inbox_slice(spark, warehouse, action).collect()
+    assert len(records) == 3
+    for record in records:
+        data_file = Path(urlparse(record["_dlq_source_file"]).path)
+        assert data_file.parent == Path(warehouse.path(action.source.table))
+        original = [tuple(row) for row in spark.read.parquet(str(data_file)).collect()]
+        assert inbox_payload(record) in original
+        assert abs(record["_dlq_arrived_at"].timestamp() - data_file.stat().st_mtime) < 0.01
+        assert record["_dlq_arrived_at"] <= record["_dlq_timestamp"]
+
+
 def test_rerun_without_new_input_adds_nothing(spark, warehouse):
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
@@ -122,7 +153,7 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     """A crash after the writes but before the checkpoint commit replays the same batch id."""
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
-    batch = spark.createDataFrame(random_orders(random.Random(2), 0, 40), ORDERS_SCHEMA)
+    batch = source_batch(spark, warehouse, action, random_orders(random.Random(2), 0, 40))
     first = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
     replay = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="replay")
 
@@ -146,7 +177,8 @@ def test_crash_between_the_validated_and_the_inbox_append_loses_no_row(spark, wa
     writer = writer_id(action, SPLIT_STREAM, "stream-1")
     append_once(spark.createDataFrame(good, ORDERS_SCHEMA), warehouse.path(action.target_table), writer, 0)
 
-    report = split_batch(spark, spark.createDataFrame(rows, ORDERS_SCHEMA), 0, "stream-1", action, warehouse, "replay")
+    batch = source_batch(spark, warehouse, action, rows)
+    report = split_batch(spark, batch, 0, "stream-1", action, warehouse, "replay")
 
     assert Counter(validated_rows(spark, warehouse, action)) == Counter(good)
     assert Counter(inbox_payloads(spark, warehouse, action)) == Counter(row for row in rows if not passes(row))

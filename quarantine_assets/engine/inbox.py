@@ -52,7 +52,6 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
     """
     rescued = F.col(RESCUED_DATA) if RESCUED_DATA in quarantined.columns else F.lit(None).cast("string")
     source_file = F.col(SOURCE_FILE) if SOURCE_FILE in quarantined.columns else F.lit(None).cast("string")
-    # A Delta source's streaming batches carry no per-row commit metadata (`_metadata` is not readable there).
     arrived = F.col(ARRIVED_AT) if ARRIVED_AT in quarantined.columns else F.lit(None).cast("timestamp")
     batch = "\u0001".join((provenance.source_table, provenance.stream_id, str(provenance.batch_id)))
     prefix = hashlib.sha256(batch.encode()).hexdigest()[:KEY_PREFIX_HEX_CHARS]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,6 +19,7 @@ from quarantine_assets.errors import Problem, QuarantineError
 
 SOURCE_FILE = "_dlq_source_file"
 ARRIVED_AT = "_dlq_arrived_at"
+_DATA_FILE_NAME = "_dlq_data_file_name"
 # Formats whose unparseable records Spark can keep as text in a column of their own.
 RESCUING_FORMATS = ("csv", "json")
 PINNED_SCHEMA = "_quarantine_assets_schema.json"
@@ -27,6 +29,25 @@ def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, wa
     if isinstance(source, DeltaSource):
         return spark.readStream.format("delta").options(**source.options).load(warehouse.path(source.table))
     return _read_file_stream(spark, source)
+
+
+def with_delta_file_context(
+    spark: SparkSession, rows: DataFrame, source: DeltaSource, warehouse: Warehouse
+) -> DataFrame:
+    """Each row of a Delta source's batch with the data file it was read from and the time the
+    source's log says that file was added.
+
+    A Delta source's streaming batches expose no `_metadata`, but their scan still knows its file.
+    Data file names are unique within a table, so the name alone finds the file's add action.
+    """
+    adds = pyarrow.table(warehouse.delta_table(source.table).get_add_actions(flatten=True))
+    names = [path.rsplit("/", 1)[-1] for path in adds.column("path").to_pylist()]
+    added = pyarrow.table({_DATA_FILE_NAME: names, "added_ms": adds.column("modification_time")})  # epoch ms
+    arrivals = spark.createDataFrame(added).select(_DATA_FILE_NAME, F.timestamp_millis("added_ms").alias(ARRIVED_AT))
+    located = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
+    return located.join(
+        F.broadcast(arrivals), F.element_at(F.split(located[SOURCE_FILE], "/"), -1) == arrivals[_DATA_FILE_NAME], "left"
+    ).drop(_DATA_FILE_NAME)
 
 
 def known_source_schema(

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
-from quarantine_assets.config.models import DataQualityAction, FileSource
+from quarantine_assets.config.models import DataQualityAction, DeltaSource, FileSource
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
@@ -35,7 +35,7 @@ from quarantine_assets.engine.rules import (
     with_failed_rules,
     with_record_parses,
 )
-from quarantine_assets.engine.source import read_source_stream
+from quarantine_assets.engine.source import read_source_stream, with_delta_file_context
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import added_columns, create_validated_table
@@ -135,7 +135,10 @@ def split_batch(
         record_format = action.source.format if isinstance(action.source, FileSource) else None
         parsing = record_format if RECORD_PARSES in rules else None
         counted = failure_columns(rules) + (parse_code_counts(parsing) if parsing else [])
-        judged = with_failed_rules(batch.where(~kept), rules, record_format).observe(rejected, *counted)
+        rejected_rows = batch.where(~kept)
+        if isinstance(action.source, DeltaSource):
+            rejected_rows = with_delta_file_context(spark, rejected_rows, action.source, warehouse)
+        judged = with_failed_rules(rejected_rows, rules, record_format).observe(rejected, *counted)
         quarantine = action.quarantine
         records = inbox_records(redacted(judged, quarantine.sensitive_columns, quarantine.redaction), provenance)
         held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
