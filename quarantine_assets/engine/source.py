@@ -35,7 +35,7 @@ def with_delta_file_context(
     spark: SparkSession, rows: DataFrame, source: DeltaSource, warehouse: Warehouse
 ) -> DataFrame:
     """Each row of a Delta source's batch with the data file it was read from and the time the
-    source's log says that file was added.
+    source's log records for that file (its add action's modification time: when it was written).
 
     A Delta source's streaming batches expose no `_metadata`, but their scan still knows its file.
     Data file names are unique within a table, so the name alone finds the file's add action.
