@@ -31,6 +31,7 @@ from delta.tables import DeltaTable
 from harness import (
     RESULTS,
     RULES,
+    Measurement,
     bench_action,
     fresh,
     generate_orders,
@@ -110,13 +111,12 @@ def throughput(
                 },
             )
             ours, plain, reference = measured["split"], measured["plain"], measured["reference"]
-            row = {
-                "rows": size,
-                "bad_share": share,
-                "measurements": [m.as_dict() for m in (ours, plain, reference)],
-                "ratio_to_plain": round(ours.median / plain.median, 3),
-                "ratio_to_reference": round(ours.median / reference.median, 3),
-            }
+            row = _compared(
+                size,
+                share,
+                measured,
+                {"ratio_to_plain": ("split", "plain"), "ratio_to_reference": ("split", "reference")},
+            )
             results.append(row)
             typer.echo(
                 f"{size:>9} rows {share:>5.0%} bad: split {ours.median:6.2f}s  plain {plain.median:6.2f}s  "
@@ -125,6 +125,17 @@ def throughput(
                 f"{reference.spark_jobs[-1]}"
             )
     typer.echo(write_results("split-throughput", {"results": results}))
+
+
+def _compared(
+    rows: int, bad_share: float, measured: dict[str, Measurement], ratios: dict[str, tuple[str, str]]
+) -> dict:
+    """One source size's measurements, and each named ratio of one contender's median to another's."""
+    return {
+        "rows": rows,
+        "bad_share": bad_share,
+        "measurements": [measurement.as_dict() for measurement in measured.values()],
+    } | {name: round(measured[ours].median / measured[baseline].median, 3) for name, (ours, baseline) in ratios.items()}
 
 
 # The context columns the record's context added (`_dlq_errors`, arrival and resolution): a DLQ
@@ -182,13 +193,12 @@ def context(
             },
         )
         before, with_context, redacted = measured["before"], measured["context"], measured["redacted"]
-        row = {
-            "rows": size,
-            "bad_share": bad,
-            "measurements": [m.as_dict() for m in (before, with_context, redacted)],
-            "context_to_before": round(with_context.median / before.median, 3),
-            "redacted_to_before": round(redacted.median / before.median, 3),
-        }
+        row = _compared(
+            size,
+            bad,
+            measured,
+            {"context_to_before": ("context", "before"), "redacted_to_before": ("redacted", "before")},
+        )
         results.append(row)
         typer.echo(
             f"{size:>9} rows {bad:.0%} bad: before {before.median:6.2f}s  context {with_context.median:6.2f}s  "
