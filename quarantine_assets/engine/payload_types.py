@@ -54,97 +54,101 @@ def typed_columns(schema: StructType) -> list[Column]:
 
 
 def payload_type_failures(schema: StructType) -> Column:
-    """One failed-rule entry per payload value that does not come back exactly as its column's type."""
-    problems = F.flatten(
-        F.array(
-            *(
-                _problems(F.variant_get(PAYLOAD, variant_path(column.name), "variant"), column.dataType, column.name)
-                for column in schema
-            )
+    """One failed-rule entry per payload value that does not come back exactly as its column's type.
+
+    Written as one SQL expression, parsed by Spark at once: built from `functions`, a thousand-column
+    schema takes tens of thousands of JVM round trips.
+    """
+    problems = _flattened(
+        _problems(
+            f"variant_get({PAYLOAD}, {sql_string(variant_path(column.name))}, 'variant')",
+            column.dataType,
+            sql_string(column.name),
+            depth=0,
         )
+        for column in schema
     )
-    return F.transform(
-        problems, lambda problem: F.struct(F.lit(PAYLOAD_TYPE_RULE).alias("name"), problem.alias("rule"))
+    return F.expr(
+        f"transform({problems}, problem -> named_struct('name', {sql_string(PAYLOAD_TYPE_RULE)}, 'rule', problem))"
     )
 
 
-def _problems(raw: Column, data_type: DataType, label: Column | str) -> Column:
-    """What does not round-trip in `raw` (a variant) as `data_type`: an array of messages, empty when exact."""
-    label = F.lit(label) if isinstance(label, str) else label
+def sql_string(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_NO_PROBLEMS = "cast(array() as array<string>)"
+
+
+def _flattened(arrays) -> str:
+    return f"flatten(array({', '.join(arrays)}))"
+
+
+def _problems(raw: str, data_type: DataType, label: str, depth: int) -> str:
+    """What does not round-trip in `raw` (a variant) as `data_type`: an array of messages, empty when exact.
+    `raw` and `label` are SQL expressions; `depth` keeps nested lambdas' variables apart."""
     if isinstance(data_type, VariantType):
-        return F.array().cast("array<string>")
-    absent = raw.isNull() | F.is_variant_null(raw)
+        return _NO_PROBLEMS
+    absent = f"({raw} IS NULL OR is_variant_null({raw}))"
     if isinstance(data_type, StructType):
-        fields = F.try_variant_get(raw, "$", "map<string,variant>")
-        names = F.array(*(F.lit(field.name) for field in data_type))
-        inner = F.flatten(
-            F.array(
+        fields = f"try_variant_get({raw}, '$', 'map<string,variant>')"
+        names = f"array({', '.join(sql_string(field.name) for field in data_type)})"
+        extra = f"extra_{depth}"
+        inner = _flattened(
+            [
                 *(
                     _problems(
-                        F.variant_get(raw, variant_path(field.name), "variant"),
+                        f"variant_get({raw}, {sql_string(variant_path(field.name))}, 'variant')",
                         field.dataType,
-                        F.concat(label, F.lit("."), F.lit(field.name)),
+                        f"concat({label}, '.', {sql_string(field.name)})",
+                        depth + 1,
                     )
                     for field in data_type
                 ),
-                F.transform(
-                    F.array_except(F.map_keys(fields), names),
-                    lambda extra: F.concat(
-                        label, F.lit("."), extra, F.lit(" is not a field of "), F.lit(data_type.simpleString())
-                    ),
-                ),
-            )
+                f"transform(array_except(map_keys({fields}), {names}), {extra} -> concat({label}, '.', {extra}, "
+                f"' is not a field of ', {sql_string(data_type.simpleString())}))",
+            ]
         )
-        return _when_present(absent, fields.isNull(), raw, data_type, label, inner)
+        return _when_present(absent, f"{fields} IS NULL", raw, data_type, label, inner)
     if isinstance(data_type, ArrayType):
-        elements = F.try_variant_get(raw, "$", "array<variant>")
-        inner = F.flatten(
-            F.transform(
-                elements,
-                lambda element, index: _problems(
-                    element, data_type.elementType, F.concat(label, F.lit("["), index.cast("string"), F.lit("]"))
-                ),
-            )
+        elements = f"try_variant_get({raw}, '$', 'array<variant>')"
+        element, index = f"element_{depth}", f"index_{depth}"
+        each = _problems(
+            element, data_type.elementType, f"concat({label}, '[', cast({index} as string), ']')", depth + 1
         )
-        return _when_present(absent, elements.isNull(), raw, data_type, label, inner)
+        inner = f"flatten(transform({elements}, ({element}, {index}) -> {each}))"
+        return _when_present(absent, f"{elements} IS NULL", raw, data_type, label, inner)
     if isinstance(data_type, MapType):
-        entries = F.try_variant_get(raw, "$", "map<string,variant>")
-        inner = F.flatten(
-            F.transform(
-                F.map_entries(entries),
-                lambda entry: _problems(
-                    entry["value"], data_type.valueType, F.concat(label, F.lit("["), entry["key"], F.lit("]"))
-                ),
-            )
-        )
-        return _when_present(absent, entries.isNull(), raw, data_type, label, inner)
-    typed = F.try_variant_get(raw, "$", data_type.simpleString())
-    return _when_present(absent, typed.isNull() | ~_exact(raw, typed, data_type), raw, data_type, label, F.array())
+        entries = f"try_variant_get({raw}, '$', 'map<string,variant>')"
+        entry = f"entry_{depth}"
+        each = _problems(f"{entry}.value", data_type.valueType, f"concat({label}, '[', {entry}.key, ']')", depth + 1)
+        inner = f"flatten(transform(map_entries({entries}), {entry} -> {each}))"
+        return _when_present(absent, f"{entries} IS NULL", raw, data_type, label, inner)
+    typed = f"try_variant_get({raw}, '$', {sql_string(data_type.simpleString())})"
+    return _when_present(
+        absent, f"({typed} IS NULL OR NOT {_exact(raw, typed, data_type)})", raw, data_type, label, _NO_PROBLEMS
+    )
 
 
-def _exact(raw: Column, typed: Column, data_type: DataType) -> Column:
+def _exact(raw: str, typed: str, data_type: DataType) -> str:
     """Whether the cast value equals the payload value, for the types whose casts lose something silently."""
     if isinstance(data_type, IntegralType | DecimalType):
         comparison = (
             DecimalType(38, 38 - (data_type.precision - data_type.scale))
             if isinstance(data_type, DecimalType)
             else INTEGRAL_COMPARISON
-        )
-        return F.coalesce(
-            F.try_variant_get(raw, "$", comparison.simpleString()) == typed.cast(comparison), F.lit(False)
-        )
+        ).simpleString()
+        return f"coalesce(try_variant_get({raw}, '$', '{comparison}') = cast({typed} as {comparison}), false)"
     if isinstance(data_type, DateType):
-        same = F.try_variant_get(raw, "$", "timestamp_ntz") == typed.cast("timestamp_ntz")
-        return F.coalesce(same, F.lit(False))
+        return f"coalesce(try_variant_get({raw}, '$', 'timestamp_ntz') = cast({typed} as timestamp_ntz), false)"
     if isinstance(data_type, BinaryType):
-        return F.schema_of_variant(raw) == F.lit("BINARY")
-    return F.lit(True)
+        return f"(schema_of_variant({raw}) = 'BINARY')"
+    return "true"
 
 
-def _when_present(
-    absent: Column, wrong: Column, raw: Column, data_type: DataType, label: Column, inner: Column
-) -> Column:
+def _when_present(absent: str, wrong: str, raw: str, data_type: DataType, label: str, inner: str) -> str:
     """No problem where the value is absent; this level's problem where it is wrong; else the inner ones."""
-    shown = F.substring(F.to_json(raw), 1, SHOWN_VALUE_CHARS)
-    problem = F.array(F.concat(label, F.lit(" = "), shown, F.lit(" is not exactly "), F.lit(data_type.simpleString())))
-    return F.when(absent, F.array().cast("array<string>")).when(wrong, problem).otherwise(inner.cast("array<string>"))
+    shown = f"substring(to_json({raw}), 1, {SHOWN_VALUE_CHARS})"
+    problem = f"array(concat({label}, ' = ', {shown}, ' is not exactly ', {sql_string(data_type.simpleString())}))"
+    return f"CASE WHEN {absent} THEN {_NO_PROBLEMS} WHEN {wrong} THEN {problem} ELSE cast({inner} as array<string>) END"

@@ -76,6 +76,9 @@ def spark_config(master: str | None = None, warehouse: Warehouse | None = None) 
             "spark.sql.ansi.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.showConsoleProgress": "false",
+            # PySpark's default records the Python call site of every `functions` call for error messages, at
+            # four JVM round trips each: most of the time it takes to build a wide table's expressions.
+            "spark.python.sql.dataFrameDebugging.enabled": "false",
             "spark.driver.memory": os.environ.get("QUARANTINE_DRIVER_MEMORY", "2g"),
         }
     )
