@@ -45,9 +45,8 @@ def with_delta_file_context(
     added = pyarrow.table({_DATA_FILE_NAME: names, "added_ms": adds.column("modification_time")})  # epoch ms
     arrivals = spark.createDataFrame(added).select(_DATA_FILE_NAME, F.timestamp_millis("added_ms").alias(ARRIVED_AT))
     located = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
-    return located.join(
-        F.broadcast(arrivals), F.element_at(F.split(located[SOURCE_FILE], "/"), -1) == arrivals[_DATA_FILE_NAME], "left"
-    ).drop(_DATA_FILE_NAME)
+    file_name = F.substring_index(located[SOURCE_FILE], "/", -1)  # byte-wise: no regex, no array per row
+    return located.join(F.broadcast(arrivals), file_name == arrivals[_DATA_FILE_NAME], "left").drop(_DATA_FILE_NAME)
 
 
 def known_source_schema(
