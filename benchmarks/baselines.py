@@ -4,6 +4,8 @@
   (what `mode: dqe` with drop rules does, without a DLQ);
 - reference: seed 000's algorithm: two reads of the source (clean filter, inverse filter) and an
   insert-only MERGE into the inbox on an `xxhash64` key alone;
+- two appends: the plain write, then the rejected rows appended as they are into a second table
+  with the properties seed 000 requires of an inbox: the least any DLQ on Delta writes per batch;
 - direct append: rows appended to the validated table as they are, for the recycle path.
 """
 
@@ -17,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.tables import INBOX_PROPERTIES, Warehouse
 
 
 def passes_every_rule():
@@ -29,6 +31,27 @@ def plain_split(spark: SparkSession, action: DataQualityAction, warehouse: Wareh
 
     def write(batch: DataFrame, batch_id: int) -> None:
         _append(batch.where(passes_every_rule()), target, "plain", batch_id)
+
+    _available_now(spark.readStream.format("delta").load(str(warehouse.path(action.source.table))), write, checkpoint)
+
+
+def create_rejected_table(spark: SparkSession, path: Path, columns: DataFrame) -> None:
+    """A table of the source's columns with the inbox's properties (row tracking, change feed, deletion vectors)."""
+    builder = DeltaTable.create(spark).location(str(path)).addColumns(columns.schema)
+    for key, value in INBOX_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+def two_appends(
+    spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, rejected_table: Path, checkpoint: Path
+) -> None:
+    """The plain write, and a second idempotent append of the rejected rows, read again, as they are."""
+    target = str(warehouse.path(action.target_table))
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        _append(batch.where(passes_every_rule()), target, "two_appends", batch_id)
+        _append(batch.where(~passes_every_rule()), str(rejected_table), "two_appends", batch_id)
 
     _available_now(spark.readStream.format("delta").load(str(warehouse.path(action.source.table))), write, checkpoint)
 
