@@ -541,7 +541,7 @@ def plot() -> None:
     figure, axes = plt.subplots(1, len(shares), figsize=(6 * len(shares), 4.5), squeeze=False)
     for axis, share in zip(axes[0], shares):
         rows = sorted((row for row in throughput_results if row["bad_share"] == share), key=lambda row: row["rows"])
-        for contender in ("split", "plain", "reference"):
+        for contender in ("split", "plain", "reference", "two_appends"):
             seconds = [next(m["median_seconds"] for m in row["measurements"] if m["name"] == contender) for row in rows]
             axis.plot([row["rows"] for row in rows], seconds, marker="o", label=contender)
         axis.set(xscale="log", xlabel="rows in the batch", ylabel="seconds (median)", title=f"{share:.0%} bad rows")
