@@ -32,7 +32,7 @@ def plain_split(spark: SparkSession, action: DataQualityAction, warehouse: Wareh
     def write(batch: DataFrame, batch_id: int) -> None:
         _append(batch.where(passes_every_rule()), target, "plain", batch_id)
 
-    _available_now(spark.readStream.format("delta").load(str(warehouse.path(action.source.table))), write, checkpoint)
+    _available_now(_source_stream(spark, action, warehouse), write, checkpoint)
 
 
 def create_rejected_table(spark: SparkSession, path: Path, columns: DataFrame) -> None:
@@ -53,7 +53,7 @@ def two_appends(
         _append(batch.where(passes_every_rule()), target, "two_appends", batch_id)
         _append(batch.where(~passes_every_rule()), str(rejected_table), "two_appends", batch_id)
 
-    _available_now(spark.readStream.format("delta").load(str(warehouse.path(action.source.table))), write, checkpoint)
+    _available_now(_source_stream(spark, action, warehouse), write, checkpoint)
 
 
 def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, checkpoint: Path) -> None:
@@ -95,7 +95,7 @@ def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: W
             .execute()
         )
 
-    stream = spark.readStream.format("delta").load(str(warehouse.path(action.source.table)))
+    stream = _source_stream(spark, action, warehouse)
     _available_now(stream, write_clean, checkpoint / "clean")
     _available_now(stream, merge_quarantined, checkpoint / "quarantine")
 
@@ -103,6 +103,10 @@ def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: W
 def direct_append(spark: SparkSession, rows_path: Path, target: Path, batch_id: int) -> None:
     """Read rows that are already typed and valid and append them: the floor for the recycle path."""
     _append(spark.read.format("delta").load(str(rows_path)), str(target), "direct", batch_id)
+
+
+def _source_stream(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse) -> DataFrame:
+    return spark.readStream.format("delta").load(str(warehouse.path(action.source.table)))
 
 
 def _append(rows: DataFrame, target: str, writer: str, batch_id: int) -> None:
