@@ -32,7 +32,19 @@ JSON_LINES = [
     '{"row_no": 3, "order_id": "three", "amount": 3.0, "currency": "EUR"}',  # wrong type
     "not json at all",
     '{"row_no": 5, "order_id": 5, "amount": 5.0, "currency": "EUR"}',
+    "[6, 6, 6.0]",  # JSON, but no object
 ]
+# What each bad record's parse message must say, in words.
+PARSE_MESSAGES = {
+    CSV_LINES[1]: "the record has 2 field(s); 4 columns are declared",
+    CSV_LINES[2]: "the record has more than 4 fields; 4 columns are declared",
+    CSV_LINES[3]: "a quoted value is not closed before the record ends",
+    CSV_LINES[4]: "order_id = five is not a valid int",
+    JSON_LINES[1]: "the line is not a JSON document",
+    JSON_LINES[2]: "order_id = three is not a valid int",
+    JSON_LINES[3]: "the line is not a JSON document",
+    JSON_LINES[5]: "the line is JSON but not an object",
+}
 
 
 def file_action(landing, file_format: str, **options):
@@ -55,7 +67,7 @@ def table(spark, warehouse, name: str):
             [1, 6],
             {"csv_schema_mismatch": 4},
         ),
-        ("json", "\n".join(JSON_LINES) + "\n", {}, [1, 5], {"json_parse_error": 2, "json_schema_mismatch": 1}),
+        ("json", "\n".join(JSON_LINES) + "\n", {}, [1, 5], {"json_parse_error": 2, "json_schema_mismatch": 2}),
     ],
 )
 def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reason_code(
@@ -86,7 +98,9 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
     assert all(len(row["_dlq_errors"]) == len(row["_dlq_failed_rules"]) for row in inbox)
     parse_errors = [error for row in inbox for error in row["_dlq_errors"] if error["type"] == "parse"]
     assert Counter(error["code"] for error in parse_errors) == Counter(parse_codes) == report.parse_errors
-    assert all(error["message"] for error in parse_errors)
+    for row in inbox:
+        (message,) = [error["message"] for error in row["_dlq_errors"] if error["type"] == "parse"]
+        assert PARSE_MESSAGES[row["_dlq_rescued_data"]] in message, (row["_dlq_rescued_data"], message)
     # Arrived when its file did: the file's modification time, beside the rejection time.
     arrived = (landing / f"batch.{file_format}").stat().st_mtime
     assert all(abs(row["_dlq_arrived_at"].timestamp() - arrived) < 0.01 for row in inbox)
@@ -94,6 +108,44 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
     if file_format == "json":
         codes = {row["_dlq_rescued_data"]: [e["code"] for e in row["_dlq_errors"]] for row in inbox}
         assert "json_parse_error" in codes["not json at all"] and "json_schema_mismatch" in codes[JSON_LINES[2]]
+
+
+def test_a_parse_message_names_each_value_that_does_not_fit_under_the_sources_own_read_options(
+    spark, warehouse, tmp_path
+):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "batch.csv").write_text(
+        "row_no;order id;due `day`;amount\n"
+        "1;1;02/01/2024;1.50\n"
+        "2;two;31/01/2024;2.50\n"  # not a number
+        "3;3;2024-01-03;x\n"  # a date in another format, an amount that is no number
+        "4;4;04/01/2024;4.50\n"
+    )
+    action = orders_action().model_copy(
+        update={
+            "source": FileSource(
+                path=str(landing),
+                format="csv",
+                options={"header": "true", "sep": ";", "dateFormat": "dd/MM/yyyy"},
+                schema_ddl="row_no INT, `order id` BIGINT, `due ``day``` DATE, amount DECIMAL(5,2)",
+            ),
+            "rules": (),
+        }
+    )
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    run_split(spark, action, warehouse, "run")
+
+    assert sorted(row["row_no"] for row in table(spark, warehouse, action.target_table).collect()) == [1, 4]
+    messages = {
+        row["_dlq_rescued_data"]: row["_dlq_errors"][0]["message"]
+        for row in table(spark, warehouse, action.quarantine.dlq_table).collect()
+    }
+    assert messages == {
+        "2;two;31/01/2024;2.50": "order id = two is not a valid bigint",
+        "3;3;2024-01-03;x": "due `day` = 2024-01-03 is not a valid date; amount = x is not a valid decimal(5,2)",
+    }
 
 
 @pytest.mark.parametrize(

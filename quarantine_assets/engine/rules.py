@@ -63,15 +63,19 @@ def failed_rules_column(rules: Sequence[Rule]) -> Column:
     return F.filter(F.array(*outcomes), lambda outcome: outcome.isNotNull())
 
 
-def with_failed_rules(rows: DataFrame, rules: Sequence[Rule], record_format: str | None = None) -> DataFrame:
+def with_failed_rules(
+    rows: DataFrame, rules: Sequence[Rule], parse_reason: tuple[Column, Column] | None = None
+) -> DataFrame:
     """The failed rules as seed 000 declares them, and beside them each failure's type, code and message."""
     failed = rows.withColumn(FAILED_RULES, failed_rules_column(applicable_rules(rules, rows.columns)))
-    return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules, record_format))
+    return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules, parse_reason))
 
 
-def error_details(failed_rules: Column, rules: Sequence[Rule], record_format: str | None = None) -> Column:
+def error_details(
+    failed_rules: Column, rules: Sequence[Rule], parse_reason: tuple[Column, Column] | None = None
+) -> Column:
     """One `{type, code, message}` per entry of `failed_rules`: a rule's code is its name and its message the
-    expectations file's; a record that did not parse gets a reason code of its format (read off its raw text)."""
+    expectations file's; a record that did not parse gets `parse_reason`, its reason code and message."""
     messages = {rule.name: rule.message or f"`{rule.expression}` is not true" for rule in rules}
     message_of = F.create_map(*(F.lit(part) for pair in messages.items() for part in pair)) if messages else None
 
@@ -85,54 +89,13 @@ def error_details(failed_rules: Column, rules: Sequence[Rule], record_format: st
         expectation = F.struct(
             F.lit(EXPECTATION).alias("type"), failure["name"].alias("code"), message.alias("message")
         )
-        if record_format is None:
+        if parse_reason is None:
             return expectation
-        code, parse_message = _parse_reason(record_format)
+        code, parse_message = parse_reason
         parse = F.struct(F.lit(PARSE).alias("type"), code.alias("code"), parse_message.alias("message"))
         return F.when(failure["name"] == RECORD_PARSES.name, parse).otherwise(expectation)
 
     return F.transform(failed_rules, detail)
-
-
-def parse_codes(record_format: str) -> tuple[str, ...]:
-    """The reason codes a record of this format that did not parse can get."""
-    return (
-        ("json_parse_error", "json_schema_mismatch")
-        if record_format == "json"
-        else (f"{record_format}_schema_mismatch",)
-    )
-
-
-def parse_code_counts(record_format: str) -> list[Column]:
-    """Rows per parse reason code, as aggregates named `parse_<code>`."""
-    code, _ = _parse_reason(record_format)
-    unparsed = ~passes(RECORD_PARSES)
-    return [
-        F.sum((unparsed & (code == name)).cast("long")).alias(f"parse_{name}") for name in parse_codes(record_format)
-    ]
-
-
-def parse_codes_from(aggregates: dict, record_format: str) -> dict[str, int]:
-    return {name: int(aggregates[f"parse_{name}"] or 0) for name in parse_codes(record_format)}
-
-
-def _parse_reason(record_format: str) -> tuple[Column, Column]:
-    """Spark's permissive parsers keep a bad record's raw text but not their own message, so the reason is
-    classified from the raw text: not JSON at all, or JSON (or CSV) whose values do not fit the columns."""
-    raw = F.col(RESCUED_DATA)
-    if record_format == "json":
-        not_json = F.try_parse_json(raw).isNull()
-        parse_error, schema_mismatch = parse_codes(record_format)
-        code = F.when(not_json, F.lit(parse_error)).otherwise(F.lit(schema_mismatch))
-        message = F.when(not_json, F.lit("the line is not a JSON document")).otherwise(
-            F.lit("the JSON object's values do not fit the declared columns or their types")
-        )
-        return code, message
-    (schema_mismatch,) = parse_codes(record_format)
-    return F.lit(schema_mismatch), F.lit(
-        f"the {record_format} record does not fit the declared columns: a field too many or too few, "
-        "an unclosed quote, or a value that is not of its column's type"
-    )
 
 
 @dataclass(frozen=True)

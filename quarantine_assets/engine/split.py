@@ -10,12 +10,19 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
-from quarantine_assets.config.models import DataQualityAction, DeltaSource, FileSource
+from quarantine_assets.config.models import DataQualityAction, DeltaSource
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
+from quarantine_assets.engine.parse_errors import (
+    RecordParsing,
+    parse_code_counts,
+    parse_codes_from,
+    parse_reason,
+    record_parsing,
+)
 from quarantine_assets.engine.payload_types import unstorable_fields
 from quarantine_assets.engine.redaction import redacted
 from quarantine_assets.engine.rules import (
@@ -27,8 +34,6 @@ from quarantine_assets.engine.rules import (
     batch_counts,
     failure_columns,
     failures_from,
-    parse_code_counts,
-    parse_codes_from,
     passes_all,
     rule_column_problems,
     with_action,
@@ -89,6 +94,7 @@ def split_batch(
     action: DataQualityAction,
     warehouse: Warehouse,
     run_id: str,
+    parsing: RecordParsing | None = None,
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
@@ -96,7 +102,8 @@ def split_batch(
     not an action of its own); what each table received is Delta's count of the rows its commit
     wrote. Nothing is cached: the rejected rows are a second, filtered read of the batch, and only
     they carry the array of failed rules and are counted per rule. A batch without rejected rows
-    leaves the inbox untouched.
+    leaves the inbox untouched. `parsing` is how a CSV or JSON source's records were parsed: it
+    explains those that did not.
     """
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
     if with_action(rules, "fail"):
@@ -132,13 +139,13 @@ def split_batch(
             batch_id=batch_id,
         )
         rejected = Observation(f"rejected_{action.key}_{batch_id}")
-        record_format = action.source.format if isinstance(action.source, FileSource) else None
-        parsing = record_format if RECORD_PARSES in rules else None
+        parsing = parsing if RECORD_PARSES in rules else None
         counted = failure_columns(rules) + (parse_code_counts(parsing) if parsing else [])
         rejected_rows = batch.where(~kept)
         if isinstance(action.source, DeltaSource):
             rejected_rows = with_delta_file_context(spark, rejected_rows, action.source, warehouse)
-        judged = with_failed_rules(rejected_rows, rules, record_format).observe(rejected, *counted)
+        reason = parse_reason(parsing) if parsing else None
+        judged = with_failed_rules(rejected_rows, rules, reason).observe(rejected, *counted)
         quarantine = action.quarantine
         records = inbox_records(redacted(judged, quarantine.sensitive_columns, quarantine.redaction), provenance)
         held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
@@ -181,9 +188,11 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
-        return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id)
+        return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id, parsing)
 
-    stream = with_view_columns(read_source_stream(spark, action.source, warehouse), action.operational_metadata)
+    source_rows = read_source_stream(spark, action.source, warehouse)
+    parsing = record_parsing(action.source, source_rows.schema)
+    stream = with_view_columns(source_rows, action.operational_metadata)
     # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
     problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
     if action.quarantine is not None:

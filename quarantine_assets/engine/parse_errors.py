@@ -1,0 +1,149 @@
+"""Records a CSV or JSON source's parser could not read: their reason code, and what is wrong in words.
+
+Spark's permissive parsers keep a bad record's raw text but not their message. So the raw text is
+parsed again, by the same parser with the source's own options: once as text, once as the declared
+columns. Where a value is present as text but missing as its column's type, that value does not fit.
+Both parses run only for records that did not parse, inside the branch that builds their message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from quarantine_assets.config.models import DeltaSource, FileSource
+from quarantine_assets.engine.payload_types import SHOWN_VALUE_CHARS, sql_string
+from quarantine_assets.engine.rules import RECORD_PARSES, RESCUED_DATA, passes
+from quarantine_assets.engine.source import ARRIVED_AT, RESCUING_FORMATS, SOURCE_FILE
+
+# Options that decide what happens to a bad record, not how a record is read.
+_BAD_RECORD_OPTIONS = {"mode", "columnnameofcorruptrecord"}
+# Appended as one more field, it lands where the record's fields end: that position counts them.
+_END_MARK = "\u0001"
+
+
+@dataclass(frozen=True)
+class RecordParsing:
+    """How a source's records are parsed: its format, the columns it declares and its read options."""
+
+    format: str
+    columns: StructType
+    options: dict[str, str]
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The reason codes a record of this format that did not parse can get."""
+        if self.format == "json":
+            return ("json_parse_error", "json_schema_mismatch")
+        return (f"{self.format}_schema_mismatch",)
+
+
+def record_parsing(source: FileSource | DeltaSource, read: StructType) -> RecordParsing | None:
+    """For a source whose bad records are kept as raw text; `read` is the schema its stream reads."""
+    if not isinstance(source, FileSource) or source.format not in RESCUING_FORMATS:
+        return None
+    columns = StructType([field for field in read if field.name not in (RESCUED_DATA, SOURCE_FILE, ARRIVED_AT)])
+    options = {name: value for name, value in source.options.items() if name.lower() not in _BAD_RECORD_OPTIONS}
+    return RecordParsing(source.format, columns, options)
+
+
+def parse_reason(parsing: RecordParsing) -> tuple[Column, Column]:
+    """The reason code and message of a record that did not parse, read off its raw text."""
+    if parsing.format == "json":
+        parse_error, schema_mismatch = parsing.codes
+        not_json = F.try_parse_json(F.col(RESCUED_DATA)).isNull()
+        return F.when(not_json, F.lit(parse_error)).otherwise(F.lit(schema_mismatch)), F.expr(_json_message(parsing))
+    (schema_mismatch,) = parsing.codes
+    return F.lit(schema_mismatch), F.expr(_csv_message(parsing))
+
+
+def parse_code_counts(parsing: RecordParsing) -> list[Column]:
+    """Rows per parse reason code, as aggregates named `parse_<code>`."""
+    code, _ = parse_reason(parsing)
+    unparsed = ~passes(RECORD_PARSES)
+    return [F.sum((unparsed & (code == name)).cast("long")).alias(f"parse_{name}") for name in parsing.codes]
+
+
+def parse_codes_from(aggregates: dict, parsing: RecordParsing) -> dict[str, int]:
+    return {name: int(aggregates[f"parse_{name}"] or 0) for name in parsing.codes}
+
+
+def _json_message(parsing: RecordParsing) -> str:
+    raw = RESCUED_DATA
+    options = _options_sql(parsing.options)
+    # Spark reads any JSON value into a STRING as its text: the values as they were written, by key.
+    written = f"from_json({raw}, 'map<string,string>'{options})"
+    typed = f"from_json({raw}, {sql_string(parsing.columns.json())}{options})"
+    misfits = [
+        _misfit(field, f"element_at({written}, {sql_string(field.name)})", f"{typed}.{_identifier(field.name)}")
+        for field in parsing.columns
+        if not isinstance(field.dataType, StringType)
+    ]
+    return (
+        f"CASE WHEN try_parse_json({raw}) IS NULL THEN 'the line is not a JSON document: "
+        "a bracket, brace, quote, comma or colon is missing or out of place, or the line was cut short' "
+        f"WHEN {written} IS NULL THEN 'the line is JSON but not an object, so it has no fields for the columns' "
+        f"ELSE {_listed(misfits, 'the JSON object does not fit the declared columns')} END"
+    )
+
+
+def _csv_message(parsing: RecordParsing) -> str:
+    raw, declared = RESCUED_DATA, len(parsing.columns)
+    options = _options_sql(parsing.options)
+    # One text column more than declared: a surplus field fills it, and the end mark finds the field count;
+    # a quote left open swallows the end mark into its value.
+    texts = StructType([StructField(f"f{index}", StringType()) for index in range(declared + 1)])
+    separator = _separator(parsing.options)
+    marked = f"from_csv(concat({raw}, {sql_string(separator + _END_MARK)}), {sql_string(_ddl(texts))}{options})"
+    fields = f"array({', '.join(f'{marked}.f{index}' for index in range(declared + 1))})"
+    counted = f"array_position({fields}, {sql_string(_END_MARK)}) - 1"
+    unclosed = f"exists({fields}, text -> endswith(text, {sql_string(_END_MARK)}))"
+    typed = f"from_csv({raw}, {sql_string(_ddl(parsing.columns))}{options})"
+    misfits = [
+        _misfit(field, f"{marked}.f{index}", f"{typed}.{_identifier(field.name)}")
+        for index, field in enumerate(parsing.columns)
+        if not isinstance(field.dataType, StringType)
+    ]
+    return (
+        f"CASE WHEN {counted} BETWEEN 0 AND {declared - 1} THEN concat('the record has ', "
+        f"cast({counted} as string), ' field(s); {declared} columns are declared') "
+        f"WHEN {counted} < 0 AND {unclosed} THEN 'a quoted value is not closed before the record ends' "
+        f"WHEN {counted} < 0 THEN 'the record has more than {declared} fields; {declared} columns are declared' "
+        f"ELSE {_listed(misfits, 'the record does not fit the declared columns')} END"
+    )
+
+
+def _misfit(field: StructField, written: str, typed: str) -> str:
+    """The field's message where its value was written but does not parse as its type, else NULL."""
+    shown = f"substring({written}, 1, {SHOWN_VALUE_CHARS})"
+    return (
+        f"CASE WHEN {written} IS NOT NULL AND {typed} IS NULL THEN concat({sql_string(field.name + ' = ')}, "
+        f"{shown}, {sql_string(' is not a valid ' + field.dataType.simpleString())}) END"
+    )
+
+
+def _listed(messages: list[str], otherwise: str) -> str:
+    """The non-NULL messages joined, or `otherwise` where there are none."""
+    joined = f"concat_ws('; ', {', '.join(messages)})" if messages else "''"
+    return f"coalesce(nullif({joined}, ''), {sql_string(otherwise)})"
+
+
+def _options_sql(options: dict[str, str]) -> str:
+    pairs = ", ".join(f"{sql_string(name)}, {sql_string(str(value))}" for name, value in options.items())
+    return f", map({pairs})" if options else ""
+
+
+def _separator(options: dict[str, str]) -> str:
+    separator = next((value for name, value in options.items() if name.lower() in ("sep", "delimiter")), ",")
+    return "\t" if separator == "\\t" else separator
+
+
+def _ddl(columns: StructType) -> str:
+    return ", ".join(f"{_identifier(field.name)} {field.dataType.simpleString()}" for field in columns)
+
+
+def _identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
