@@ -48,6 +48,27 @@ def generate_orders(spark: SparkSession, rows: int, bad_share: float, seed: int 
     )
 
 
+ORDERS_DDL = (
+    "row_no BIGINT, order_id INT, amount DOUBLE, currency STRING, customer_id STRING, order_ts TIMESTAMP, note STRING"
+)
+
+
+def write_order_lines(spark: SparkSession, folder: Path, rows: int, bad_share: float, malformed_share: float) -> None:
+    """`generate_orders` as JSON or CSV lines (by `folder`'s suffix), of which `malformed_share` do not parse:
+    half cut short, half with a word where `order_id`'s number belongs."""
+    orders = generate_orders(spark, rows, bad_share)
+    if folder.suffix == ".json":
+        line = F.to_json(F.struct(*orders.columns))
+        mistyped = F.regexp_replace(line, '"order_id":[0-9]+', '"order_id":"five"')
+    else:
+        fields = [F.coalesce(F.col(name).cast("string"), F.lit("")) for name in orders.columns]
+        line = F.concat_ws(",", *fields)
+        mistyped = F.concat_ws(",", fields[0], F.lit("five"), *fields[2:])
+    draw = F.abs(F.xxhash64(F.col("row_no"), F.lit(11))) % 1_000_000 / 1_000_000.0
+    malformed = F.when(draw < malformed_share / 2, F.substring(line, 1, 20)).when(draw < malformed_share, mistyped)
+    orders.select(malformed.otherwise(line).alias("value")).write.mode("overwrite").text(str(folder))
+
+
 def bench_action(name: str, source_table: str, dlq_table: str = "bench.ops.dlq") -> DataQualityAction:
     return DataQualityAction(
         pipeline="bench",

@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
     .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
     .venv/bin/python benchmarks/split.py context        # the record's added context (errors, times, redaction)
+    .venv/bin/python benchmarks/split.py context --source json   # ... of JSON lines, some of which do not parse
     .venv/bin/python benchmarks/split.py plot           # PNG plots of the newest results
 
 The baselines are written in `baselines.py`, from seed 000 and from plain Spark, not taken from the engine.
@@ -29,6 +30,7 @@ from baselines import create_rejected_table, direct_append, plain_split, referen
 from dagster import DagsterInstance
 from delta.tables import DeltaTable
 from harness import (
+    ORDERS_DDL,
     RESULTS,
     RULES,
     Measurement,
@@ -37,10 +39,12 @@ from harness import (
     generate_orders,
     latest_results,
     measure_side_by_side,
+    write_order_lines,
     write_results,
 )
 from pyspark.sql import SparkSession
 
+from quarantine_assets.config.models import FileSource
 from quarantine_assets.demo import generate_batch, next_batch_number
 from quarantine_assets.engine.claims import claim_slice
 from quarantine_assets.engine.inbox import Provenance, inbox_records
@@ -176,18 +180,27 @@ def context(
     rows: Annotated[list[int], typer.Option(help="Source sizes.")] = [100_000, 1_000_000],
     bad: float = 0.2,
     repeats: int = 3,
+    source_format: Annotated[str, typer.Option("--source", help="delta, or json or csv lines.")] = "delta",
+    malformed: Annotated[float, typer.Option(help="Share of json or csv lines that do not parse.")] = 0.05,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
     """The split as it was (a DLQ without the added context columns) against the split writing every
-    context column, and against the same with two sensitive columns redacted."""
+    context column, and against the same with two sensitive columns redacted. For json or csv lines,
+    the context includes the message of each record that did not parse."""
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-context-"))
     warehouse = Warehouse(root)
     spark = build_spark_session()
     _warm_up(spark, warehouse)
     results = []
     for size in rows:
-        source = _source(spark, warehouse, size, bad)
-        action = bench_action(f"context_{size}", source)
+        if source_format == "delta":
+            action = bench_action(f"context_{size}", _source(spark, warehouse, size, bad))
+        else:
+            lines = root / "landing" / f"orders_{size}_{int(bad * 100)}_{int(malformed * 100)}.{source_format}"
+            if not lines.exists():
+                write_order_lines(spark, lines, size, bad, malformed)
+            source = FileSource(path=str(lines), format=source_format, schema_ddl=ORDERS_DDL)
+            action = bench_action(f"context_{size}", lines.stem).model_copy(update={"source": source})
         quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("customer_id", "note")})
         redacting = action.model_copy(update={"quarantine": quarantine})
 
@@ -217,6 +230,7 @@ def context(
             measured,
             {"context_to_before": ("context", "before"), "redacted_to_before": ("redacted", "before")},
         )
+        row |= {"source": source_format, "malformed_share": malformed if source_format != "delta" else 0.0}
         results.append(row)
         typer.echo(
             f"{size:>9} rows {bad:.0%} bad: before {before.median:6.2f}s  context {with_context.median:6.2f}s  "
