@@ -79,19 +79,28 @@ def test_sensitive_values_are_in_no_dlq_file_and_no_change_feed_row(spark, wareh
 def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spark, warehouse, tmp_path):
     landing = tmp_path / "landing"
     header = "row_no,order_id,amount,currency,email,card\n"
+    dashed_card = "4111-1111-1111-1111"  # not a number: its column's type refuses it
     write_csv(
-        landing, "a.csv", header + f"1,1,1.0,EUR,bob@example.com,5500000000000004\n2,2,2.0,EUR,{EMAIL},{CARD},surplus\n"
+        landing,
+        "a.csv",
+        header
+        + f"1,1,1.0,EUR,bob@example.com,5500000000000004\n2,2,2.0,EUR,{EMAIL},{CARD},surplus\n"
+        + f"3,3,3.0,EUR,{EMAIL},{dashed_card}\n",
     )
-    source = FileSource(path=str(landing), format="csv", schema_ddl=SCHEMA, options={"header": "true"})
+    schema = SCHEMA.replace("card STRING", "card BIGINT")
+    source = FileSource(path=str(landing), format="csv", schema_ddl=schema, options={"header": "true"})
     action = redacting_action(source=source)
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
 
     run_split(spark, action, warehouse, "split")
 
     inbox = warehouse.path(action.quarantine.dlq_table)
-    (row,) = payloads(spark, inbox)
-    assert row["_dlq_rescued_data"] == "[redacted]"
-    assert files_holding(inbox, CARD) == [] and files_holding(inbox, EMAIL) == []
+    rows = spark.read.format("delta").load(inbox).collect()
+    assert [row["_dlq_rescued_data"] for row in rows] == ["[redacted]", "[redacted]"]
+    # The parse message still says what is wrong, but shows no value: it could be a sensitive one.
+    messages = sorted(error["message"] for row in rows for error in row["_dlq_errors"] if error["type"] == "parse")
+    assert messages == ["card is not a valid bigint", "the record has more than 6 fields; 6 columns are declared"]
+    assert [name for name in (CARD, EMAIL, dashed_card) if files_holding(inbox, name)] == []
 
 
 def test_a_redacted_row_recycles_only_with_its_sensitive_values_supplied(spark, warehouse):

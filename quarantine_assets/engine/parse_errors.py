@@ -3,7 +3,7 @@
 Spark's permissive parsers keep a bad record's raw text but not their message. So the raw text is
 parsed again, by the same parser with the source's own options: once as text, once as the declared
 columns. Where a value is present as text but missing as its column's type, that value does not fit.
-Both parses run only for records that did not parse, inside the branch that builds their message.
+Each parse runs once, and only for records that did not parse, inside the branch that builds their message.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class RecordParsing:
     format: str
     columns: StructType
     options: dict[str, str]
+    shows_values: bool = True  # False where the action has sensitive columns: a value may be one of theirs
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -41,13 +42,15 @@ class RecordParsing:
         return (f"{self.format}_schema_mismatch",)
 
 
-def record_parsing(source: FileSource | DeltaSource, read: StructType) -> RecordParsing | None:
+def record_parsing(
+    source: FileSource | DeltaSource, read: StructType, *, shows_values: bool = True
+) -> RecordParsing | None:
     """For a source whose bad records are kept as raw text; `read` is the schema its stream reads."""
     if not isinstance(source, FileSource) or source.format not in RESCUING_FORMATS:
         return None
     columns = StructType([field for field in read if field.name not in (RESCUED_DATA, SOURCE_FILE, ARRIVED_AT)])
     options = {name: value for name, value in source.options.items() if name.lower() not in _BAD_RECORD_OPTIONS}
-    return RecordParsing(source.format, columns, options)
+    return RecordParsing(source.format, columns, options, shows_values)
 
 
 def parse_reason(parsing: RecordParsing) -> tuple[Column, Column]:
@@ -75,18 +78,26 @@ def _json_message(parsing: RecordParsing) -> str:
     raw = RESCUED_DATA
     options = _options_sql(parsing.options)
     # Spark reads any JSON value into a STRING as its text: the values as they were written, by key.
-    written = f"from_json({raw}, 'map<string,string>'{options})"
-    typed = f"from_json({raw}, {sql_string(parsing.columns.json())}{options})"
+    parses = f"named_struct('written', from_json({raw}, 'map<string,string>'{options}), "
+    parses += f"'typed', from_json({raw}, {sql_string(parsing.columns.json())}{options}))"
     misfits = [
-        _misfit(field, f"element_at({written}, {sql_string(field.name)})", f"{typed}.{_identifier(field.name)}")
+        _misfit(
+            field,
+            f"element_at(parsed.written, {sql_string(field.name)})",
+            f"parsed.typed.{_identifier(field.name)}",
+            parsing.shows_values,
+        )
         for field in parsing.columns
         if not isinstance(field.dataType, StringType)
     ]
+    explained = (
+        "CASE WHEN parsed.written IS NULL THEN 'the line is JSON but not an object, so it has no fields for the "
+        f"columns' ELSE {_listed(misfits, 'the JSON object does not fit the declared columns')} END"
+    )
     return (
         f"CASE WHEN try_parse_json({raw}) IS NULL THEN 'the line is not a JSON document: "
         "a bracket, brace, quote, comma or colon is missing or out of place, or the line was cut short' "
-        f"WHEN {written} IS NULL THEN 'the line is JSON but not an object, so it has no fields for the columns' "
-        f"ELSE {_listed(misfits, 'the JSON object does not fit the declared columns')} END"
+        f"ELSE {_with_value('parsed', parses, explained)} END"
     )
 
 
@@ -98,37 +109,45 @@ def _csv_message(parsing: RecordParsing) -> str:
     texts = StructType([StructField(f"f{index}", StringType()) for index in range(declared + 1)])
     separator = _separator(parsing.options)
     marked = f"from_csv(concat({raw}, {sql_string(separator + _END_MARK)}), {sql_string(_ddl(texts))}{options})"
-    fields = f"array({', '.join(f'{marked}.f{index}' for index in range(declared + 1))})"
+    parses = f"named_struct('marked', {marked}, 'typed', from_csv({raw}, {sql_string(_ddl(parsing.columns))}{options}))"
+    fields = f"array({', '.join(f'parsed.marked.f{index}' for index in range(declared + 1))})"
     counted = f"array_position({fields}, {sql_string(_END_MARK)}) - 1"
     unclosed = f"exists({fields}, text -> endswith(text, {sql_string(_END_MARK)}))"
-    typed = f"from_csv({raw}, {sql_string(_ddl(parsing.columns))}{options})"
     misfits = [
-        _misfit(field, f"{marked}.f{index}", f"{typed}.{_identifier(field.name)}")
+        _misfit(field, f"parsed.marked.f{index}", f"parsed.typed.{_identifier(field.name)}", parsing.shows_values)
         for index, field in enumerate(parsing.columns)
         if not isinstance(field.dataType, StringType)
     ]
-    return (
+    explained = (
         f"CASE WHEN {counted} BETWEEN 0 AND {declared - 1} THEN concat('the record has ', "
         f"cast({counted} as string), ' field(s); {declared} columns are declared') "
         f"WHEN {counted} < 0 AND {unclosed} THEN 'a quoted value is not closed before the record ends' "
         f"WHEN {counted} < 0 THEN 'the record has more than {declared} fields; {declared} columns are declared' "
         f"ELSE {_listed(misfits, 'the record does not fit the declared columns')} END"
     )
+    return _with_value("parsed", parses, explained)
 
 
-def _misfit(field: StructField, written: str, typed: str) -> str:
+def _with_value(name: str, value: str, body: str) -> str:
+    """`body` with `name` bound to `value`, evaluated once: SQL has no `let`, but a lambda's variable is one."""
+    return f"element_at(transform(array({value}), {name} -> {body}), 1)"
+
+
+def _misfit(field: StructField, written: str, typed: str, shows_values: bool) -> str:
     """The field's message where its value was written but does not parse as its type, else NULL."""
-    shown = f"substring({written}, 1, {SHOWN_VALUE_CHARS})"
+    shown = f"concat(' = ', substring({written}, 1, {SHOWN_VALUE_CHARS}))" if shows_values else "''"
     return (
-        f"CASE WHEN {written} IS NOT NULL AND {typed} IS NULL THEN concat({sql_string(field.name + ' = ')}, "
-        f"{shown}, {sql_string(' is not a valid ' + field.dataType.simpleString())}) END"
+        f"CASE WHEN {written} IS NOT NULL AND {typed} IS NULL THEN concat({sql_string(field.name)}, {shown}, "
+        f"{sql_string(' is not a valid ' + field.dataType.simpleString())}) END"
     )
 
 
 def _listed(messages: list[str], otherwise: str) -> str:
     """The non-NULL messages joined, or `otherwise` where there are none."""
-    joined = f"concat_ws('; ', {', '.join(messages)})" if messages else "''"
-    return f"coalesce(nullif({joined}, ''), {sql_string(otherwise)})"
+    if not messages:
+        return sql_string(otherwise)
+    found = f"concat_ws('; ', {', '.join(messages)})"
+    return _with_value("found", found, f"CASE WHEN found = '' THEN {sql_string(otherwise)} ELSE found END")
 
 
 def _options_sql(options: dict[str, str]) -> str:

@@ -191,7 +191,8 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id, parsing)
 
     source_rows = read_source_stream(spark, action.source, warehouse)
-    parsing = record_parsing(action.source, source_rows.schema)
+    sensitive = action.quarantine is not None and bool(action.quarantine.sensitive_columns)
+    parsing = record_parsing(action.source, source_rows.schema, shows_values=not sensitive)
     stream = with_view_columns(source_rows, action.operational_metadata)
     # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
     problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
