@@ -18,7 +18,13 @@ from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import Problem, QuarantineError
 
 SOURCE_FILE = "_dlq_source_file"
+SOURCE_POSITION = "_dlq_source_position"
 ARRIVED_AT = "_dlq_arrived_at"
+# Spark numbers each task's rows from 0 in the low 33 bits of `monotonically_increasing_id`.
+_ROW_IN_TASK = (1 << 33) - 1
+# Spark packs small files into one task; an opening cost above any task's size gives every file (or
+# split of a file larger than spark.sql.files.maxPartitionBytes) a task of its own.
+ONE_FILE_PER_TASK = {"spark.sql.files.openCostInBytes": str(1 << 40)}
 _DATA_FILE_NAME = "_dlq_data_file_name"
 # Formats whose unparseable records Spark can keep as text in a column of their own.
 RESCUING_FORMATS = ("csv", "json")
@@ -29,6 +35,15 @@ def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, wa
     if isinstance(source, DeltaSource):
         return spark.readStream.format("delta").options(**source.options).load(warehouse.path(source.table))
     return _read_file_stream(spark, source)
+
+
+def with_source_position(rows: DataFrame) -> DataFrame:
+    """Each row's place in the file it was read from: the byte its split of the file starts at (0 unless
+    Spark split the file), and its index, from 0, among the records read from there. Exact only for a
+    batch read with `ONE_FILE_PER_TASK`, and only before any filter: every row read must be numbered."""
+    record = F.monotonically_increasing_id().bitwiseAND(F.lit(_ROW_IN_TASK))
+    split_start = F.input_file_block_start()
+    return rows.withColumn(SOURCE_POSITION, F.struct(split_start.alias("split_start"), record.alias("record")))
 
 
 def with_delta_file_context(

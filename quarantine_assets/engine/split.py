@@ -40,7 +40,12 @@ from quarantine_assets.engine.rules import (
     with_failed_rules,
     with_record_parses,
 )
-from quarantine_assets.engine.source import read_source_stream, with_delta_file_context
+from quarantine_assets.engine.source import (
+    ONE_FILE_PER_TASK,
+    read_source_stream,
+    with_delta_file_context,
+    with_source_position,
+)
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import added_columns, create_validated_table
@@ -141,7 +146,7 @@ def split_batch(
         rejected = Observation(f"rejected_{action.key}_{batch_id}")
         parsing = parsing if RECORD_PARSES in rules else None
         counted = failure_columns(rules) + (parse_code_counts(parsing) if parsing else [])
-        rejected_rows = batch.where(~kept)
+        rejected_rows = with_source_position(batch).where(~kept)
         if isinstance(action.source, DeltaSource):
             rejected_rows = with_delta_file_context(spark, rejected_rows, action.source, warehouse)
         reason = parse_reason(parsing) if parsing else None
@@ -216,7 +221,9 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         columns = before_writing(spark, warehouse, action, by=run_id)
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     try:
-        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, SplitReport(warnings=warnings))
+        # A task per source file: a rejected row's position in its file is then its number in its task.
+        report = SplitReport(warnings=warnings)
+        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, report, ONE_FILE_PER_TASK)
     except Exception as error:
         refused = _source_refused(str(error), action)
         if refused is None:

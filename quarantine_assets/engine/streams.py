@@ -16,14 +16,19 @@ Report = TypeVar("Report")
 
 
 def run_available_now(
-    stream: DataFrame, on_batch: Callable[[DataFrame, int, str], None], checkpoint: str, query_name: str
+    stream: DataFrame,
+    on_batch: Callable[[DataFrame, int, str], None],
+    checkpoint: str,
+    query_name: str,
+    conf: dict[str, str] | None = None,
 ) -> None:
     """Run `on_batch(batch, batch_id, stream_id)` over everything new since the checkpoint, then stop.
 
     `stream_id` is the query id stored in the checkpoint: writers key their idempotent appends on
     it, so a new checkpoint never has its batches skipped as ones an old checkpoint already wrote.
     Spark wraps errors raised inside foreachBatch in a StreamingQueryException; we re-raise
-    the original so that coded errors keep their code.
+    the original so that coded errors keep their code. `conf` holds for the whole run: a source plans
+    each batch's scan with the session it was read with, when the batch comes.
     """
     raised: list[BaseException] = []
 
@@ -34,19 +39,27 @@ def run_available_now(
             raised.append(error)
             raise
 
-    query = (
-        stream.writeStream.queryName(query_name)
-        .foreachBatch(guarded)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    spark = stream.sparkSession
+    conf = conf or {}
+    previous = {key: spark.conf.get(key) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
     try:
+        query = (
+            stream.writeStream.queryName(query_name)
+            .foreachBatch(guarded)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
     except StreamingQueryException:
         if raised:
             raise raised[0] from None
         raise
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)
 
 
 def _stream_id(spark: SparkSession, query_name: str) -> str:
@@ -76,6 +89,7 @@ def run_action_stream(
     stream_name: str,
     process_batch: Callable[[DataFrame, int, str], Report],
     total: Report,
+    conf: dict[str, str] | None = None,
 ) -> Report:
     """Every micro-batch new since the action's `stream_name` checkpoint, through
     `process_batch(batch, batch_id, stream_id)`; the batches' reports are added up into `total`."""
@@ -84,7 +98,7 @@ def run_action_stream(
         add_counts(total, process_batch(batch, batch_id, stream_id))
 
     run_available_now(
-        stream, on_batch, warehouse.checkpoint(action.key, stream_name), query_name=f"{action.key}_{stream_name}"
+        stream, on_batch, warehouse.checkpoint(action.key, stream_name), f"{action.key}_{stream_name}", conf
     )
     return total
 
