@@ -42,6 +42,7 @@ from quarantine_assets.engine.rules import (
 )
 from quarantine_assets.engine.source import (
     ONE_FILE_PER_TASK,
+    SOURCE_POSITION,
     read_source_stream,
     with_delta_file_context,
     with_source_position,
@@ -216,14 +217,15 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         raise ConfigError(problems)
     _refuse_restart_without_checkpoint(warehouse, action)
     # Claimed only once the config is known to be right: a refused run leaves no trace, not even a claim.
-    warnings = []
+    warnings, conf = [], {}
     if action.quarantine is not None:
         columns = before_writing(spark, warehouse, action, by=run_id)
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
-    try:
         # A task per source file: a rejected row's position in its file is then its number in its task.
+        conf = ONE_FILE_PER_TASK if SOURCE_POSITION in columns.inbox else {}
+    try:
         report = SplitReport(warnings=warnings)
-        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, report, ONE_FILE_PER_TASK)
+        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, report, conf)
     except Exception as error:
         refused = _source_refused(str(error), action)
         if refused is None:
