@@ -21,10 +21,12 @@ def spark_master() -> str:
 
 
 # On one machine, Spark's and Delta's cluster-sized defaults (200 shuffle partitions, 50 partitions
-# to rebuild a table snapshot) turn every small MERGE into hundreds of tasks.
+# to rebuild a table snapshot, 10,000 to list a table's files for VACUUM) turn every small MERGE into
+# hundreds of tasks, and a VACUUM of a small table into half a minute.
 LOCAL_TUNING = {
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
 }
 
 
