@@ -22,10 +22,11 @@ from rich.table import Table
 
 from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
+from quarantine_assets.config.models import DataQualityAction, FileSource, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.engine import statuses
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
+from quarantine_assets.engine.locate import source_line
 from quarantine_assets.engine.operator import (
     RowFilter,
     action_for_source,
@@ -37,7 +38,7 @@ from quarantine_assets.engine.operator import (
     queue_stats,
 )
 from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.source import rules_against_sources
+from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
@@ -271,10 +272,17 @@ def list_rows(
 
 @app.command()
 def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
-    """Show one DLQ row with every column."""
+    """Show one DLQ row with every column, and where its record is in its source file."""
     workspace: Workspace = context.obj
-    for name, value in inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key).items():
+    row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
+    for name, value in row.items():
         console.print(f"[bold]{name}[/bold]: {value}", highlight=False)
+    source = workspace.action(row["_dlq_source_table"]).source
+    position = row.get(SOURCE_POSITION)
+    if isinstance(source, FileSource) and row.get(SOURCE_FILE) and position:
+        found = source_line(row[SOURCE_FILE], position["split_start"], position["record"], source)
+        console.print(f"[bold]source line[/bold]: {row[SOURCE_FILE]}:{found.line} (byte {found.byte_offset})")
+        console.print(found.text, highlight=False, markup=False)
 
 
 @app.command()

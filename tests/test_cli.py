@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import yaml
 from typer.testing import CliRunner
@@ -86,6 +87,13 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
         env=wide,
     )
     assert fixed.exit_code == 0 and "1 row(s) of demo.bronze.orders marked fixed" in fixed.output
+    shown = runner.invoke(app, ["--warehouse", str(tmp_path), "show", key], env=wide)
+    assert shown.exit_code == 0, shown.output
+    url, line, offset, text = re.search(r"source line: (\S+):(\d+) \(byte (\d+)\)\n(.*)\n", shown.output).groups()
+    source_file = Path(unquote(urlparse(url).path))
+    assert source_file.read_text().splitlines()[int(line) - 1] == text
+    assert source_file.read_bytes()[int(offset) :].startswith(text.encode())
+    assert re.search(rf"_dlq_source_file: {re.escape(url)}\n", shown.output)
     stats = runner.invoke(app, ["--warehouse", str(tmp_path), "stats"], env=wide)
     assert stats.exit_code == 0 and "fixed" in stats.output and "oldest quarantined row" in stats.output
 

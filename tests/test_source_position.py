@@ -13,6 +13,7 @@ import pytest
 from builders import ORDERS_SCHEMA, orders_action
 
 from quarantine_assets.config.models import FileSource
+from quarantine_assets.engine.locate import source_line
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
 
@@ -86,3 +87,92 @@ def test_the_original_record_is_read_back_from_the_dlq_row_alone(spark, warehous
         if source_format == "csv":
             payload = {name: as_written(payload.get(name)) for name in COLUMNS}
         assert {name: original.get(name) for name in COLUMNS} == {name: payload.get(name) for name in COLUMNS}
+
+
+# Files with what a line reader must skip or join: CRLF and CR line ends, blank and whitespace-only lines, a
+# comment, a header after a blank line, a quoted value over two lines, a record cut short.
+HEADER = ",".join(COLUMNS)
+AWKWARD_FILES = {
+    "csv": (
+        {"header": "true", "comment": "#"},
+        ["", HEADER, "1,1,1.0,EUR", "   ", "# a note", "2,,2.0,EUR", "", "3,three,3.0,EUR", "4,4,-4.0,EUR"],
+        "\r\n",
+    ),
+    "csv_multiline": (
+        {"header": "true", "multiLine": "true"},
+        [HEADER, "1,1,1.0,EUR", '2,,2.0,"EU', 'R"', "", "3,three,3.0,EUR", "4,4,-4.0,EUR"],
+        "\n",
+    ),
+    "json": (
+        {},
+        [
+            '{"row_no":1,"order_id":1,"amount":1.0,"currency":"EUR"}',
+            "  ",
+            '{"row_no":2,"order_id":null}',
+            "",
+            '{"row_no":3,',
+            '{"row_no":4,"order_id":4,"amount":-4.0,"currency":"EUR"}',
+        ],
+        "\r",
+    ),
+}
+
+
+def identifying_line(lines: list[str], record, source_format: str) -> int:
+    """The number, from 1, of the line a DLQ row's record starts at, found by its raw text or its row_no."""
+    if record["_dlq_rescued_data"]:
+        first = record["_dlq_rescued_data"]
+        return lines.index(first) + 1
+    row_no = json.loads(record["_row_data"].toJson())["row_no"]
+    prefix = f"{row_no}," if source_format == "csv" else f'{{"row_no":{row_no},'
+    return next(number for number, line in enumerate(lines, 1) if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("case", list(AWKWARD_FILES))
+def test_a_rows_line_number_and_byte_offset_find_its_record(spark, warehouse, tmp_path, case):
+    options, lines, line_end = AWKWARD_FILES[case]
+    source_format = case.split("_")[0]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / f"awkward name.{source_format}").write_bytes(line_end.join(lines).encode() + line_end.encode())
+    source = FileSource(path=str(landing), format=source_format, options=options, schema_ddl=ORDERS_SCHEMA)
+    action = orders_action().model_copy(update={"source": source})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    run_split(spark, action, warehouse, "run")
+
+    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).collect()
+    assert len(records) == 3
+    for record in records:
+        position = record["_dlq_source_position"]
+        found = source_line(record["_dlq_source_file"], position["split_start"], position["record"], source)
+        expected = identifying_line(lines, record, source_format)
+        assert found.line == expected
+        assert found.byte_offset == sum(len(line.encode()) + len(line_end) for line in lines[: expected - 1])
+        assert found.text.split("\n")[0] == lines[expected - 1]
+
+
+def test_the_line_number_holds_in_a_file_spark_read_in_several_splits(spark, warehouse, tmp_path):
+    lines = [
+        f'{{"row_no":{n},"order_id":{"null" if n % 7 == 0 else n},"amount":1.0,"currency":"EUR"}}' for n in range(60)
+    ]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "big.json").write_text("\n".join(lines) + "\n")
+    source = FileSource(path=str(landing), format="json", schema_ddl=ORDERS_SCHEMA)
+    action = orders_action().model_copy(update={"source": source})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "500")  # about 8 lines per split
+    try:
+        run_split(spark, action, warehouse, "run")
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).collect()
+    assert len(records) == 9  # row_no 0, 7, ..., 56
+    assert {record["_dlq_source_position"]["split_start"] > 0 for record in records} == {True, False}
+    for record in records:
+        position = record["_dlq_source_position"]
+        found = source_line(record["_dlq_source_file"], position["split_start"], position["record"], source)
+        assert found.line == identifying_line(lines, record, "json")
+        assert found.text == lines[found.line - 1]
