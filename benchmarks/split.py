@@ -162,7 +162,14 @@ def _compared(
 
 # The context columns the record's context added (`_dlq_errors`, arrival and resolution): a DLQ
 # without them is what the split wrote before, and the split computes nothing for absent columns.
-ADDED_CONTEXT = ("_dlq_errors", "_dlq_arrived_at", "_dlq_resolved_by", "_dlq_source_file", "_dlq_source_position")
+ADDED_CONTEXT = (
+    "_dlq_errors",
+    "_dlq_arrived_at",
+    "_dlq_resolved_by",
+    "_dlq_source_file",
+    "_dlq_source_position",
+    "_dlq_source_version",
+)
 
 
 def _create_inbox_without(spark: SparkSession, warehouse: Warehouse, dlq_table: str, left_out: tuple[str, ...]) -> None:

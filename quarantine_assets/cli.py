@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from quarantine_assets import codes
@@ -38,7 +39,7 @@ from quarantine_assets.engine.operator import (
     queue_stats,
 )
 from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, rules_against_sources
+from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION, rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
@@ -281,8 +282,14 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     position = row.get(SOURCE_POSITION)
     if isinstance(source, FileSource) and row.get(SOURCE_FILE) and position:
         found = source_line(row[SOURCE_FILE], position["split_start"], position["record"], source)
-        console.print(f"[bold]source line[/bold]: {row[SOURCE_FILE]}:{found.line} (byte {found.byte_offset})")
+        console.print(f"[bold]source line[/bold]: {escape(row[SOURCE_FILE])}:{found.line} (byte {found.byte_offset})")
         console.print(found.text, highlight=False, markup=False)
+    elif row.get(SOURCE_VERSION) is not None and position:
+        console.print(
+            f"[bold]source row[/bold]: record {position['record']} of {escape(row[SOURCE_FILE])}, "
+            f"in version {row[SOURCE_VERSION]} of {source.table}",
+            highlight=False,
+        )
 
 
 @app.command()

@@ -107,7 +107,7 @@ SENSITIVE_FIELDS_NOT_SUPPLIED = _code(
     "QA-OPS-012", "a fix of a row whose sensitive columns were redacted must supply each of them"
 )
 NOT_LOCATABLE = _code(
-    "QA-OPS-013", "a row's record cannot be found by line: its format or reader options, or its file changed"
+    "QA-OPS-013", "a row's record cannot be found by line: its format or reader options, or its file is gone or changed"
 )
 RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an action that sets no retention_days")
 

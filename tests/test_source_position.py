@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import deltalake
 import pyarrow.parquet
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
@@ -87,6 +88,23 @@ def test_the_original_record_is_read_back_from_the_dlq_row_alone(spark, warehous
         if source_format == "csv":
             payload = {name: as_written(payload.get(name)) for name in COLUMNS}
         assert {name: original.get(name) for name in COLUMNS} == {name: payload.get(name) for name in COLUMNS}
+    if source_format == "delta":
+        assert_delta_version_holds_the_file_after_compaction(spark, str(warehouse.path(action.source.table)), records)
+
+
+def file_names(table: deltalake.DeltaTable) -> set[str]:
+    return {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+
+
+def assert_delta_version_holds_the_file_after_compaction(spark, source_path: str, records) -> None:
+    """Compaction takes the rows' data files out of the source's newest version; the version each row
+    names still holds its file, so time travel, file and position find the row."""
+    spark.sql(f"OPTIMIZE delta.`{source_path}`")
+    newest = file_names(deltalake.DeltaTable(source_path))
+    for record in records:
+        file_name = record["_dlq_source_file"].rsplit("/", 1)[-1]
+        assert file_name not in newest
+        assert file_name in file_names(deltalake.DeltaTable(source_path, version=record["_dlq_source_version"]))
 
 
 # Files with what a line reader must skip or join: CRLF and CR line ends, blank and whitespace-only lines, a

@@ -9,12 +9,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, RESCUED_DATA
-from quarantine_assets.engine.source import ARRIVED_AT, SOURCE_FILE, SOURCE_POSITION
+from quarantine_assets.engine.source import ARRIVED_AT, SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION
 from quarantine_assets.engine.statuses import QUARANTINED
 from quarantine_assets.engine.tables import INBOX_CONTEXT_COLUMNS
 
 # Columns the split adds to a row; everything else is the row itself.
-BOOKKEEPING_COLUMNS = (FAILED_RULES, ERRORS, RESCUED_DATA, SOURCE_FILE, SOURCE_POSITION, ARRIVED_AT)
+BOOKKEEPING_COLUMNS = (FAILED_RULES, ERRORS, RESCUED_DATA, SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION, ARRIVED_AT)
 # 96 bits per batch: two batches collide with odds near b^2/2^97, negligible at 10^9 batches.
 KEY_PREFIX_HEX_CHARS = 24
 
@@ -51,14 +51,14 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
     position in the batch: identical bad rows are all kept, and no row is hashed or shuffled. A
     replayed batch needs no stable key: its append is skipped as a whole (see `append_once`).
     """
-    rescued = F.col(RESCUED_DATA) if RESCUED_DATA in quarantined.columns else F.lit(None).cast("string")
-    source_file = F.col(SOURCE_FILE) if SOURCE_FILE in quarantined.columns else F.lit(None).cast("string")
-    arrived = F.col(ARRIVED_AT) if ARRIVED_AT in quarantined.columns else F.lit(None).cast("timestamp")
-    position = (
-        F.col(SOURCE_POSITION)
-        if SOURCE_POSITION in quarantined.columns
-        else F.lit(None).cast(INBOX_CONTEXT_COLUMNS[SOURCE_POSITION])
-    )
+
+    def carried(name: str, inbox_type: str) -> Column:
+        """A column the split set on these rows, or NULL where this source has none."""
+        return F.col(name) if name in quarantined.columns else F.lit(None).cast(inbox_type)
+
+    def context(name: str) -> Column:
+        return carried(name, INBOX_CONTEXT_COLUMNS[name]).alias(name)
+
     batch = "\u0001".join((provenance.source_table, provenance.stream_id, str(provenance.batch_id)))
     prefix = hashlib.sha256(batch.encode()).hexdigest()[:KEY_PREFIX_HEX_CHARS]
     key = F.concat(F.lit(prefix + "-"), F.monotonically_increasing_id().cast("string"))
@@ -68,19 +68,20 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
         F.lit(QUARANTINED).alias("_dlq_status"),
         F.current_timestamp().alias("_dlq_timestamp"),
         F.col(FAILED_RULES).alias("_dlq_failed_rules"),
-        rescued.alias("_dlq_rescued_data"),
+        carried(RESCUED_DATA, "string").alias("_dlq_rescued_data"),
         row_payload(payload_columns(quarantined)).alias("_row_data"),
         F.lit(provenance.action).alias("_dlq_action"),
         F.lit(provenance.run_id).alias("_dlq_run_id"),
         F.lit(provenance.config_version).alias("_dlq_config_version"),
         F.lit(provenance.batch_id).cast("bigint").alias("_dlq_batch_id"),
-        source_file.alias("_dlq_source_file"),
-        position.alias(SOURCE_POSITION),
+        context(SOURCE_FILE),
+        context(SOURCE_POSITION),
+        context(SOURCE_VERSION),
         F.lit(1).alias("_dlq_attempt"),
         F.current_timestamp().alias("_dlq_updated_at"),
         F.lit(provenance.action).alias("_dlq_updated_by"),
         F.col(ERRORS).alias("_dlq_errors"),
-        arrived.alias("_dlq_arrived_at"),
+        context(ARRIVED_AT),
     )
 
 

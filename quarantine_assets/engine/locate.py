@@ -40,8 +40,12 @@ def source_line(file_url: str, split_start: int, record: int, source: FileSource
     refusal = _refusal(source)
     if refusal:
         raise OperatorError(codes.NOT_LOCATABLE, f"{file_url}: {refusal}", field="_dlq_source_position")
-    file_system, path = pyarrow.fs.FileSystem.from_uri(file_url)
-    with file_system.open_input_stream(path, compression="detect") as stream:
+    try:
+        file_system, path = pyarrow.fs.FileSystem.from_uri(file_url)
+        stream = file_system.open_input_stream(path, compression="detect")
+    except (OSError, pyarrow.ArrowException) as error:
+        raise OperatorError(codes.NOT_LOCATABLE, f"{file_url}: {error}", field="_dlq_source_file") from error
+    with stream:
         lines = _lines_after(_lines(stream), split_start)
         header = split_start == 0 and _is_true(source.options.get("header"))
         if source.format == "csv" and _is_true(source.options.get("multiLine")):

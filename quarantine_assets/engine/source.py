@@ -19,6 +19,7 @@ from quarantine_assets.errors import Problem, QuarantineError
 
 SOURCE_FILE = "_dlq_source_file"
 SOURCE_POSITION = "_dlq_source_position"
+SOURCE_VERSION = "_dlq_source_version"
 ARRIVED_AT = "_dlq_arrived_at"
 # Spark numbers each task's rows from 0 in the low 33 bits of `monotonically_increasing_id`.
 _ROW_IN_TASK = (1 << 33) - 1
@@ -49,16 +50,25 @@ def with_source_position(rows: DataFrame) -> DataFrame:
 def with_delta_file_context(
     spark: SparkSession, rows: DataFrame, source: DeltaSource, warehouse: Warehouse
 ) -> DataFrame:
-    """Each row of a Delta source's batch with the data file it was read from and the time the
-    source's log records for that file (its add action's modification time: when it was written).
+    """Each row of a Delta source's batch with the data file it was read from, the time the source's
+    log records for that file (its add action's modification time: when it was written), and a version
+    of the source whose snapshot holds that file: `VERSION AS OF` it, file and position find the row even
+    after the source is compacted, until the file is vacuumed.
 
     A Delta source's streaming batches expose no `_metadata`, but their scan still knows its file.
-    Data file names are unique within a table, so the name alone finds the file's add action.
+    Data file names are unique within a table, so the name alone finds the file's add action. The
+    snapshot is the source's newest when the batch's rejected rows are written, so it holds every file
+    of the batch that was not removed since.
     """
-    adds = pyarrow.table(warehouse.delta_table(source.table).get_add_actions(flatten=True))
+    snapshot = warehouse.delta_table(source.table)
+    adds = pyarrow.table(snapshot.get_add_actions(flatten=True))
     names = [path.rsplit("/", 1)[-1] for path in adds.column("path").to_pylist()]
     added = pyarrow.table({_DATA_FILE_NAME: names, "added_ms": adds.column("modification_time")})  # epoch ms
-    arrivals = spark.createDataFrame(added).select(_DATA_FILE_NAME, F.timestamp_millis("added_ms").alias(ARRIVED_AT))
+    arrivals = spark.createDataFrame(added).select(
+        _DATA_FILE_NAME,
+        F.timestamp_millis("added_ms").alias(ARRIVED_AT),
+        F.lit(snapshot.version()).cast("bigint").alias(SOURCE_VERSION),
+    )
     located = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
     file_name = F.substring_index(located[SOURCE_FILE], "/", -1)  # byte-wise: no regex, no array per row
     return located.join(F.broadcast(arrivals), file_name == arrivals[_DATA_FILE_NAME], "left").drop(_DATA_FILE_NAME)

@@ -35,6 +35,7 @@ INBOX_CONTEXT_COLUMNS = {
     "_dlq_source_file": "STRING",  # the file the row came from (file sources)
     # where in that file: the byte its split starts at (0 unless Spark split the file), the record's index there
     "_dlq_source_position": "STRUCT<split_start: BIGINT, record: BIGINT>",
+    "_dlq_source_version": "BIGINT",  # a Delta source's version whose snapshot holds the row's data file
     "_dlq_attempt": "INT",  # 1 on first quarantine, +1 each failed recycle
     "_dlq_reason": "STRING",  # why a row was discarded or gave up
     "_dlq_resolved_at": "TIMESTAMP",  # when the row landed in the validated table, was discarded or exhausted
@@ -65,6 +66,8 @@ INBOX_CONTEXT_LOSSES = {
     "_dlq_batch_id": "rows do not name the source micro-batch they came from",
     "_dlq_source_file": "rows of file sources do not name their file",
     "_dlq_source_position": "rows do not say where in their file they were, so finding the original takes a search",
+    "_dlq_source_version": "rows of Delta sources name no version that holds them: once the source is compacted, "
+    "finding the original takes a search of its history",
     "_dlq_attempt": "recycle attempts are not counted, so quarantine.max_attempts cannot be enforced",
     "_dlq_reason": "the reason for a discard or for giving up on a row is not kept",
     "_dlq_resolved_at": "landings are not recorded: a reset recycled checkpoint could land a row twice",
