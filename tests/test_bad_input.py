@@ -40,9 +40,9 @@ PARSE_MESSAGES = {
     CSV_LINES[2]: "the record has more than 4 fields; 4 columns are declared",
     CSV_LINES[3]: "a quoted value is not closed before the record ends",
     CSV_LINES[4]: "order_id = five is not a valid int",
-    JSON_LINES[1]: "the line is not a JSON document",
+    JSON_LINES[1]: "the line is not a JSON document: Expecting value at column 26",
     JSON_LINES[2]: "order_id = three is not a valid int",
-    JSON_LINES[3]: "the line is not a JSON document",
+    JSON_LINES[3]: "the line is not a JSON document: Expecting value at column 1",
     JSON_LINES[5]: "the line is JSON but not an object",
 }
 

@@ -23,6 +23,8 @@ from quarantine_assets.engine.source import ARRIVED_AT, RESCUING_FORMATS, SOURCE
 _BAD_RECORD_OPTIONS = {"mode", "columnnameofcorruptrecord"}
 # Appended as one more field, it lands where the record's fields end: that position counts them.
 _END_MARK = "\u0001"
+# Where Python's parser accepts a line Spark's does not (NaN, for one), there is no message of its own.
+_NOT_JSON = "a bracket, brace, quote, comma or colon is missing or out of place, or the line was cut short"
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,12 @@ def parse_reason(parsing: RecordParsing) -> tuple[Column, Column]:
     if parsing.format == "json":
         parse_error, schema_mismatch = parsing.codes
         not_json = F.try_parse_json(F.col(RESCUED_DATA)).isNull()
-        return F.when(not_json, F.lit(parse_error)).otherwise(F.lit(schema_mismatch)), F.expr(_json_message(parsing))
+        syntax_error = F.concat(
+            F.lit("the line is not a JSON document: "),
+            F.coalesce(_json_syntax_error(F.when(not_json, F.col(RESCUED_DATA))), F.lit(_NOT_JSON)),
+        )
+        message = F.when(not_json, syntax_error).otherwise(F.expr(_json_message(parsing)))
+        return F.when(not_json, F.lit(parse_error)).otherwise(F.lit(schema_mismatch)), message
     (schema_mismatch,) = parsing.codes
     return F.lit(schema_mismatch), F.expr(_csv_message(parsing))
 
@@ -94,11 +101,28 @@ def _json_message(parsing: RecordParsing) -> str:
         "CASE WHEN parsed.written IS NULL THEN 'the line is JSON but not an object, so it has no fields for the "
         f"columns' ELSE {_listed(misfits, 'the JSON object does not fit the declared columns')} END"
     )
-    return (
-        f"CASE WHEN try_parse_json({raw}) IS NULL THEN 'the line is not a JSON document: "
-        "a bracket, brace, quote, comma or colon is missing or out of place, or the line was cut short' "
-        f"ELSE {_with_value('parsed', parses, explained)} END"
-    )
+    return _with_value("parsed", parses, explained)
+
+
+def _json_syntax_error(text: Column) -> Column:
+    """Where and why a line is not JSON, in the words of Python's `json` parser: Spark's own parser keeps
+    no message, and SQL has no way to catch one. Defined here, not at module level, so that Spark ships
+    the function itself to its Python workers and they need no copy of this package."""
+
+    def syntax_error(line: str | None) -> str | None:
+        import json
+
+        if line is None:
+            return None
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as error:
+            return f"{error.msg} at column {error.colno}"
+        except RecursionError:
+            return "its values nest too deep"
+        return None
+
+    return F.udf(syntax_error, StringType(), useArrow=False)(text)
 
 
 def _csv_message(parsing: RecordParsing) -> str:

@@ -20,6 +20,8 @@ FAILED_RULES = "_dlq_failed_rules"
 ERRORS = "_dlq_errors"
 EXPECTATION, PARSE = "expectation", "parse"
 RESCUED_DATA = "_rescued_data"
+_PARSE_CODE = "_dlq_parse_code"
+_PARSE_MESSAGE = "_dlq_parse_message"
 _RESCUED_DATA_REFERENCE = re.compile(rf"\b{RESCUED_DATA}\b")
 # Spark leaves NULLs where a record it could not parse had values, and keeps the raw text aside.
 RECORD_PARSES = Rule(
@@ -68,7 +70,14 @@ def with_failed_rules(
 ) -> DataFrame:
     """The failed rules as seed 000 declares them, and beside them each failure's type, code and message."""
     failed = rows.withColumn(FAILED_RULES, failed_rules_column(applicable_rules(rules, rows.columns)))
-    return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules, parse_reason))
+    if parse_reason is None:
+        return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules))
+    # Bound as columns first: the message may call a Python function, which cannot run inside a lambda.
+    code, message = parse_reason
+    reasoned = failed.withColumn(_PARSE_CODE, code).withColumn(_PARSE_MESSAGE, message)
+    bound = (F.col(_PARSE_CODE), F.col(_PARSE_MESSAGE))
+    explained = reasoned.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules, bound))
+    return explained.drop(_PARSE_CODE, _PARSE_MESSAGE)
 
 
 def error_details(

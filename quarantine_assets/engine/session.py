@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -28,6 +29,12 @@ LOCAL_TUNING = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
 }
+
+
+def local_python_workers() -> dict[str, str]:
+    """Python workers (which run the JSON parser's messages) on this interpreter: PySpark's default is
+    whatever `python3` is on the PATH, which may lack the version or the packages of this one."""
+    return {} if os.environ.get("PYSPARK_PYTHON") else {"spark.pyspark.python": sys.executable}
 
 
 def resolved_jars_file() -> Path:
@@ -57,7 +64,7 @@ def spark_config(master: str | None = None, warehouse: Warehouse | None = None) 
     A warehouse on an object store adds its Hadoop connector and the settings of its storage options.
     """
     master = master or spark_master()
-    tuning = LOCAL_TUNING if master.startswith("local") else {}
+    tuning = LOCAL_TUNING | local_python_workers() if master.startswith("local") else {}
     object_store = object_store_config(warehouse.root, warehouse.storage_options) if warehouse else {}
     delta_jars = delta_jars_config()
     packages = [p for p in (delta_jars.get("spark.jars.packages"), object_store.get("spark.jars.packages")) if p]
