@@ -17,6 +17,7 @@ from quarantine_assets.config.models import FileSource
 from quarantine_assets.engine.locate import source_line
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.errors import OperatorError
 
 COLUMNS = ("row_no", "order_id", "amount", "currency")
 # Per file: good and bad records; small files, which Spark would otherwise read in one task.
@@ -194,3 +195,24 @@ def test_the_line_number_holds_in_a_file_spark_read_in_several_splits(spark, war
         found = source_line(record["_dlq_source_file"], position["split_start"], position["record"], source)
         assert found.line == identifying_line(lines, record, "json")
         assert found.text == lines[found.line - 1]
+
+
+@pytest.mark.parametrize(
+    ("file_format", "options", "name"),
+    [
+        ("parquet", {}, "a.csv"),  # no lines to count
+        ("json", {"multiLine": "true"}, "a.csv"),  # one document per file
+        ("csv", {"multiLine": "true", "sep": "||"}, "a.csv"),  # a separator Python's csv cannot follow
+        ("csv", {"lineSep": ";"}, "a.csv"),
+        ("csv", {}, "gone.csv"),  # the file is no longer there
+        ("csv", {}, "a.csv"),  # the file holds fewer records than the position says: it changed
+    ],
+)
+def test_a_record_that_cannot_be_found_by_line_is_refused_with_a_code(tmp_path, file_format, options, name):
+    (tmp_path / "a.csv").write_text("1,2\n")
+    source = FileSource(path=str(tmp_path), format=file_format, options=options)
+
+    with pytest.raises(OperatorError) as refused:
+        source_line((tmp_path / name).as_uri(), 0, 5, source)
+
+    assert refused.value.code == "QA-OPS-013"

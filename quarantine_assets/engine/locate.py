@@ -69,6 +69,10 @@ def _refusal(source: FileSource) -> str | None:
         return f"lines are only counted for csv and json files, not {source.format}"
     if source.format == "json" and _is_true(source.options.get("multiLine")):
         return "a multiLine JSON file is one document; the position's record is an element of it, not a line"
+    if source.format == "csv" and _is_true(source.options.get("multiLine")):
+        wide = [name for name, value in _csv_dialect(source.options).items() if len(value) != 1]
+        if wide:
+            return f"multiLine CSV records are only followed with one-character {wide}"
     unfollowed = [name for name in _UNFOLLOWED_OPTIONS if name in source.options]
     if unfollowed:
         return f"lines are not counted for a source with the reader option(s) {unfollowed}"
@@ -118,13 +122,18 @@ def _csv_records(lines: Iterator[tuple[int, int, bytes]], options: dict[str, str
             consumed.append(line)
             yield line[2].decode("utf-8", errors="replace") + "\n"
 
-    reader = csv.reader(
-        texts(),
-        delimiter=options.get("sep", options.get("delimiter", ",")),
-        quotechar=options.get("quote", '"'),
-        escapechar=options.get("escape", "\\"),
-    )
+    dialect = _csv_dialect(options)
+    reader = csv.reader(texts(), delimiter=dialect["sep"], quotechar=dialect["quote"], escapechar=dialect["escape"])
     for fields in reader:
         record_lines, consumed[:] = list(consumed), []
         if fields:
             yield record_lines
+
+
+def _csv_dialect(options: dict[str, str]) -> dict[str, str]:
+    """The separator, quote and escape Spark's CSV reader uses, by its option names and defaults."""
+    return {
+        "sep": options.get("sep", options.get("delimiter", ",")),
+        "quote": options.get("quote", '"'),
+        "escape": options.get("escape", "\\"),
+    }
