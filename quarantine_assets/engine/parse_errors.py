@@ -23,8 +23,8 @@ from quarantine_assets.engine.source import ARRIVED_AT, RESCUING_FORMATS, SOURCE
 _BAD_RECORD_OPTIONS = {"mode", "columnnameofcorruptrecord"}
 # Appended as one more field, it lands where the record's fields end: that position counts them.
 _END_MARK = "\u0001"
-# Where Python's parser accepts a line Spark's does not (NaN, for one), there is no message of its own.
-_NOT_JSON = "a bracket, brace, quote, comma or colon is missing or out of place, or the line was cut short"
+# Where Python's parser accepts a line Spark's does not, it has no message to give.
+_NOT_JSON = "it holds what Spark's JSON does not allow, such as NaN or a key given twice"
 
 
 @dataclass(frozen=True)
