@@ -23,11 +23,11 @@ from rich.table import Table
 
 from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.config.models import DataQualityAction, FileSource, Project, outbox_table
+from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.engine import statuses
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
-from quarantine_assets.engine.locate import source_line
+from quarantine_assets.engine.locate import record_location
 from quarantine_assets.engine.operator import (
     RowFilter,
     action_for_source,
@@ -39,7 +39,7 @@ from quarantine_assets.engine.operator import (
     queue_stats,
 )
 from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION, rules_against_sources
+from quarantine_assets.engine.source import rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
@@ -278,18 +278,11 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
     for name, value in row.items():
         console.print(f"[bold]{name}[/bold]: {value}", highlight=False)
-    source = workspace.action(row["_dlq_source_table"]).source
-    position = row.get(SOURCE_POSITION)
-    if isinstance(source, FileSource) and row.get(SOURCE_FILE) and position:
-        found = source_line(row[SOURCE_FILE], position["split_start"], position["record"], source)
-        console.print(f"[bold]source line[/bold]: {escape(row[SOURCE_FILE])}:{found.line} (byte {found.byte_offset})")
-        console.print(found.text, highlight=False, markup=False)
-    elif row.get(SOURCE_VERSION) is not None and position:
-        console.print(
-            f"[bold]source row[/bold]: record {position['record']} of {escape(row[SOURCE_FILE])}, "
-            f"in version {row[SOURCE_VERSION]} of {source.table}",
-            highlight=False,
-        )
+    location = record_location(row, workspace.action(row["_dlq_source_table"]).source)
+    if location:
+        console.print(f"[bold]{location.label}[/bold]: {escape(location.where)}", highlight=False)
+        if location.text is not None:
+            console.print(location.text, highlight=False, markup=False)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import pytest
 from builders import ORDERS_SCHEMA, orders_action
 
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.engine.locate import source_line
+from quarantine_assets.engine.locate import record_location, source_line
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import OperatorError
@@ -81,6 +81,19 @@ def test_the_original_record_is_read_back_from_the_dlq_row_alone(spark, warehous
     expected_rows = {"csv": 5, "json": 3, "delta": 3}[source_format]  # the bad records above
     assert len(records) == expected_rows
     for record in records:
+        location = record_location(record.asDict(), action.source)
+        position = record["_dlq_source_position"]
+        if source_format == "delta":
+            assert (location.label, location.where) == (
+                "source row",
+                f"record {position['record']} of {record['_dlq_source_file']}, "
+                f"in version {record['_dlq_source_version']} of {action.source.table}",
+            )
+        else:
+            assert location.label == "source line"
+            assert location.where.startswith(record["_dlq_source_file"] + ":")
+            if record["_dlq_rescued_data"]:
+                assert location.text == record["_dlq_rescued_data"]
         original = original_record(record)
         if record["_dlq_rescued_data"]:
             assert original == record["_dlq_rescued_data"]

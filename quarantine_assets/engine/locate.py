@@ -19,7 +19,8 @@ from typing import BinaryIO
 import pyarrow.fs
 
 from quarantine_assets import codes
-from quarantine_assets.config.models import FileSource
+from quarantine_assets.config.models import DeltaSource, FileSource
+from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION
 from quarantine_assets.errors import OperatorError
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -33,6 +34,28 @@ class SourceLine:
     line: int  # from 1, the record's first line
     byte_offset: int  # of the record's first line, in the file as Spark read it (decompressed)
     text: str  # the record as the file holds it, its lines joined by "\n"
+
+
+@dataclass(frozen=True)
+class RecordLocation:
+    label: str  # "source line" or "source row"
+    where: str
+    text: str | None  # a file record's text as the file holds it
+
+
+def record_location(row: dict, source: FileSource | DeltaSource) -> RecordLocation | None:
+    """Where an inbox row's record is, from its context columns: a file's line, or a Delta source's row at
+    a version. None where the DLQ lacks those columns or the row has none (a seed-DDL table)."""
+    position, file_url = row.get(SOURCE_POSITION), row.get(SOURCE_FILE)
+    if not position or not file_url:
+        return None
+    if isinstance(source, FileSource):
+        found = source_line(file_url, position["split_start"], position["record"], source)
+        return RecordLocation("source line", f"{file_url}:{found.line} (byte {found.byte_offset})", found.text)
+    if row.get(SOURCE_VERSION) is None:
+        return None
+    where = f"record {position['record']} of {file_url}, in version {row[SOURCE_VERSION]} of {source.table}"
+    return RecordLocation("source row", where, None)
 
 
 def source_line(file_url: str, split_start: int, record: int, source: FileSource) -> SourceLine:
