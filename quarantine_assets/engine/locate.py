@@ -20,6 +20,7 @@ import pyarrow.fs
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DeltaSource, FileSource
+from quarantine_assets.engine.delta_log import is_true
 from quarantine_assets.engine.source import SOURCE_FILE, SOURCE_POSITION, SOURCE_VERSION
 from quarantine_assets.errors import OperatorError
 
@@ -70,8 +71,8 @@ def source_line(file_url: str, split_start: int, record: int, source: FileSource
         raise OperatorError(codes.NOT_LOCATABLE, f"{file_url}: {error}", field="_dlq_source_file") from error
     with stream:
         lines = _lines_after(_lines(stream), split_start)
-        header = split_start == 0 and _is_true(source.options.get("header"))
-        if source.format == "csv" and _is_true(source.options.get("multiLine")):
+        header = split_start == 0 and is_true(source.options.get("header"))
+        if source.format == "csv" and is_true(source.options.get("multiLine")):
             records = _csv_records(lines, source.options)
         else:
             records = ([line] for line in lines if _is_record(line[2], source))
@@ -90,9 +91,9 @@ def source_line(file_url: str, split_start: int, record: int, source: FileSource
 def _refusal(source: FileSource) -> str | None:
     if source.format not in ("csv", "json"):
         return f"lines are only counted for csv and json files, not {source.format}"
-    if source.format == "json" and _is_true(source.options.get("multiLine")):
+    if source.format == "json" and is_true(source.options.get("multiLine")):
         return "a multiLine JSON file is one document; the position's record is an element of it, not a line"
-    if source.format == "csv" and _is_true(source.options.get("multiLine")):
+    if source.format == "csv" and is_true(source.options.get("multiLine")):
         wide = [name for name, value in _csv_dialect(source.options).items() if len(value) != 1]
         if wide:
             return f"multiLine CSV records are only followed with one-character {wide}"
@@ -100,10 +101,6 @@ def _refusal(source: FileSource) -> str | None:
     if unfollowed:
         return f"lines are not counted for a source with the reader option(s) {unfollowed}"
     return None
-
-
-def _is_true(value: str | None) -> bool:
-    return str(value).lower() == "true"
 
 
 def _is_record(line: bytes, source: FileSource) -> bool:
