@@ -6,10 +6,13 @@ The options every command shares (`--config-dir`, `--env`, `--warehouse`) come b
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -78,7 +81,15 @@ class Workspace:
 
     @cached_property
     def spark(self) -> SparkSession:
-        """Imported here: commands that need no Spark start no JVM."""
+        """The Spark Connect server `QUARANTINE_SPARK_REMOTE` names, else a JVM of this command's own.
+        Imported here: commands that need no Spark start no JVM."""
+        from quarantine_assets.engine.session import operator_session
+
+        return operator_session(self.warehouse)
+
+    @cached_property
+    def local_spark(self) -> SparkSession:
+        """A JVM in this process, for what only a JVM in this process can do: call Spark's SQL parser."""
         from quarantine_assets.engine.session import build_spark_session
 
         return build_spark_session(warehouse=self.warehouse)
@@ -224,13 +235,39 @@ def validate(
     project = workspace.project
     problems = list(project.warnings)
     if parse_rules:
-        spark = workspace.spark
+        spark = workspace.local_spark
         parse_problems = rule_expression_problems(project, spark)
         problems += parse_problems or rules_against_sources(spark, project, workspace.warehouse)
     _print_problems(problems)
     if any(problem.severity == "error" for problem in problems):
         raise typer.Exit(1)
     console.print(f"{len(project.actions)} data-quality action(s) valid")
+
+
+@app.command("spark-server")
+def spark_server(
+    context: typer.Context,
+    host: Annotated[str, typer.Option(help="Address to listen on; anyone who reaches it can run Spark here.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 15002,
+) -> None:
+    """Run a long-lived Spark that the operator commands attach to (QUARANTINE_SPARK_REMOTE), until stopped."""
+    from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, build_spark_session, connect_server_config
+
+    workspace: Workspace = context.obj
+    spark = build_spark_session(warehouse=workspace.warehouse, extra=connect_server_config(host, port))
+    console.print(
+        f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach the operator commands "
+        f"with {SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Ctrl-C stops it.",
+        markup=False,
+        highlight=False,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    spark.stop()
 
 
 @app.command()

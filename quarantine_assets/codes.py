@@ -118,3 +118,7 @@ SLICE_OWNED_ELSEWHERE = _code(
 
 # Runs.
 RUN_FAILED = _code("QA-RUN-001", "a Dagster run started by a command failed; the message names its failed steps")
+SPARK_SERVER_UNREACHABLE = _code(
+    "QA-RUN-002",
+    "the Spark Connect server QUARANTINE_SPARK_REMOTE names does not answer; start it or unset the variable",
+)

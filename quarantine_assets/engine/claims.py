@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
-from delta.tables import DeltaTable as SparkDeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -83,9 +82,14 @@ def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, sou
     if source_table not in claims(warehouse, dlq_table):
         return False
     target = warehouse.path(claims_table(dlq_table))
-    # Delta's DELETE takes no SQL parameters; a column condition keeps the name out of the SQL text.
+    # Delta's DELETE takes no SQL parameters; a MERGE with the name as data keeps it out of the SQL text.
+    released = spark.createDataFrame([(source_table,)], "_dlq_source_table STRING")
     retry_on_conflict(
-        lambda: SparkDeltaTable.forPath(spark, target).delete(F.col("_dlq_source_table") == F.lit(source_table))
+        lambda: spark.sql(
+            f"MERGE INTO delta.`{target}` AS claim USING {{released}} AS released "
+            "ON claim._dlq_source_table = released._dlq_source_table WHEN MATCHED THEN DELETE",
+            released=released,
+        )
     )
     return True
 

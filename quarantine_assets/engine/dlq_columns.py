@@ -4,6 +4,7 @@ is there, and says what is lost without the context columns it would otherwise w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -16,6 +17,7 @@ from quarantine_assets.engine.tables import (
 
 ATTEMPT = "_dlq_attempt"
 LANDING_STAMP = ("_dlq_resolved_at", "_dlq_updated_by")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,8 @@ class DlqColumns:
         """With the stamp, a row lands once even across a reset checkpoint; without it, once per checkpoint."""
         return all(column in self.inbox for column in LANDING_STAMP)
 
-    def inbox_values(self, values: dict[str, Column]) -> dict[str, Column]:
-        """The assignments of an inbox update that the inbox has columns for."""
+    def inbox_values(self, values: dict[str, V]) -> dict[str, V]:
+        """The assignments of an inbox update (columns or SQL text) that the inbox has columns for."""
         return {column: value for column, value in values.items() if column in self.inbox}
 
     def attempt(self, alias: str) -> Column:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
@@ -16,7 +15,6 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
-from quarantine_assets.engine.payload_types import variant_path
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
@@ -161,20 +159,14 @@ def fix_rows(
     changes = _checked_fields(payload if payload is not None else set_fields, allowed)
     _refuse_redacted_fields_left_out(action, current, changes)
     updates = spark.createDataFrame([(key, json.dumps(changes)) for key in keys], "_dlq_sk STRING, payload STRING")
-    row_data = (
-        F.parse_json("new.payload")
-        if payload is not None
-        else _payload_with([name for key in keys for name in current[key]], changes)
-    )
-    return _update_open_rows(
-        spark,
-        warehouse,
-        action,
-        updates,
-        # The fixer resolves the row once it lands; a failed recycle clears the name again.
-        {"_dlq_status": F.lit(FIXED), "_row_data": row_data, "_dlq_reason": F.lit(None), "_dlq_resolved_by": F.lit(by)},
-        by,
-    )
+    # The fixer resolves the row once it lands; a failed recycle clears the name again.
+    fixed = {"_dlq_status": F.lit(FIXED), "_dlq_reason": F.lit(None).cast("string"), "_dlq_resolved_by": F.lit(by)}
+    if payload is not None:
+        updates, computed = updates.withColumn("_row_data", F.parse_json("payload")), {}
+    else:
+        changed = F.variant_get(F.parse_json("payload"), "$", "map<string, variant>")
+        updates, computed = updates.withColumn("_changes", changed), {"_row_data": _PAYLOAD_WITH_CHANGES}
+    return _update_open_rows(spark, warehouse, action, updates.withColumns(fixed), by, computed)
 
 
 def _refuse_redacted_fields_left_out(
@@ -193,36 +185,21 @@ def _refuse_redacted_fields_left_out(
         )
 
 
-def _payload_with(fields: list[str], changes: dict[str, Any]) -> Column:
-    """The inbox row's payload with the changed fields set from `new.payload`; every other field keeps its
-    variant value as it is, since a trip through JSON would turn binary into text and -0.0 into 0."""
-    changed = F.parse_json("new.payload")
-    return F.to_variant_object(
-        F.struct(
-            *(
-                F.variant_get(
-                    changed if name in changes else F.col("dlq._row_data"), variant_path(name), "variant"
-                ).alias(name)
-                for name in dict.fromkeys([*fields, *changes])
-            )
-        )
-    )
-
-
 def discard_rows(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str], *, reason: str, by: str
 ) -> OperatorResult:
     if not reason.strip():
         raise OperatorError(codes.DISCARD_NEEDS_REASON, "a discard needs a reason")
     _open_payloads(spark, warehouse, action, keys)
-    updates = spark.createDataFrame([(key,) for key in keys], "_dlq_sk STRING")
-    closed = {
-        "_dlq_status": F.lit(DISCARDED),
-        "_dlq_reason": F.lit(reason),
-        "_dlq_resolved_at": F.current_timestamp(),
-        "_dlq_resolved_by": F.lit(by),
-    }
-    return _update_open_rows(spark, warehouse, action, updates, closed, by)
+    closed = spark.createDataFrame([(key,) for key in keys], "_dlq_sk STRING").withColumns(
+        {
+            "_dlq_status": F.lit(DISCARDED),
+            "_dlq_reason": F.lit(reason),
+            "_dlq_resolved_at": F.current_timestamp(),
+            "_dlq_resolved_by": F.lit(by),
+        }
+    )
+    return _update_open_rows(spark, warehouse, action, closed, by)
 
 
 @dataclass(frozen=True)
@@ -231,25 +208,37 @@ class OperatorResult:
     warnings: list[str]  # what this DLQ loses without its missing context columns
 
 
+# The inbox payload with the fields of the fix (`new._changes`) set; every other field keeps its variant value as it
+# is, since a trip through JSON would turn binary into text and -0.0 into 0.
+_PAYLOAD_WITH_CHANGES = (
+    "to_variant_object(map_concat(map_filter(variant_get(dlq._row_data, '$', 'map<string, variant>'), "
+    "(name, value) -> NOT array_contains(map_keys(new._changes), name)), new._changes))"
+)
+
+
 def _update_open_rows(
-    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, updates: DataFrame, values: dict, by: str
+    spark: SparkSession,
+    warehouse: Warehouse,
+    action: DataQualityAction,
+    updates: DataFrame,
+    by: str,
+    computed: dict[str, str] | None = None,
 ) -> OperatorResult:
-    """Scoped to the source and to open rows, and retried on commit conflicts, so a running split never fails."""
+    """Each key's row takes the values of `updates`' columns, and of `computed` (SQL on the row, `dlq`, and its
+    update, `new`). Scoped to the source and to open rows, and retried on commit conflicts, so a running split
+    never fails. SQL, not Delta's Python API, so that it runs the same on a Spark Connect server."""
     columns = before_writing(spark, warehouse, action, by=by)
-    inbox = DeltaTable.forPath(spark, warehouse.path(action.quarantine.inbox_table))
+    new = updates.withColumns({"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)})
+    assignments = columns.inbox_values({name: f"new.{name}" for name in new.columns if name != "_dlq_sk"})
+    assignments |= columns.inbox_values(computed or {})
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
-    assignments = columns.inbox_values(
-        values | {"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)}
+    statement = (
+        f"MERGE INTO delta.`{warehouse.path(action.quarantine.inbox_table)}` AS dlq USING {{new}} AS new "
+        f"ON {scoped_key_condition('dlq', 'new', action.quarantine.source_table)} "
+        f"WHEN MATCHED AND dlq._dlq_status IN ({statuses}) THEN UPDATE SET "
+        + ", ".join(f"{name} = {value}" for name, value in assignments.items())
     )
-    metrics = retry_on_conflict(
-        lambda: (
-            inbox.alias("dlq")
-            .merge(updates.alias("new"), scoped_key_condition("dlq", "new", action.quarantine.source_table))
-            .whenMatchedUpdate(condition=f"dlq._dlq_status IN ({statuses})", set=assignments)
-            .execute()
-            .first()
-        )
-    )
+    metrics = retry_on_conflict(lambda: spark.sql(statement, new=new).first())
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return OperatorResult(metrics["num_updated_rows"], warnings)
 

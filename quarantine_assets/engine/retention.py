@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from delta.tables import DeltaTable
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
@@ -54,27 +52,27 @@ def purge_resolved(
     cutoff = (now or datetime.now(timezone.utc)) - older_than
     quarantine = action.quarantine
     columns = require_healthy_dlq(warehouse, action) if dry_run else before_writing(spark, warehouse, action, by=by)
-    condition = (F.col("_dlq_source_table") == quarantine.source_table) & resolved_before(columns, cutoff)
+    condition = f"_dlq_source_table = '{quarantine.source_table}' AND ({resolved_before(columns, cutoff)})"
     path = warehouse.path(quarantine.inbox_table)
     counted = spark.read.format("delta").load(path).where(condition).groupBy("_dlq_status").count().collect()
     rows_by_status = {row["_dlq_status"]: row["count"] for row in counted}
     # Resolved rows never reopen and every resolution is stamped after the cutoff, so the DELETE
     # removes exactly the rows counted, also with writers running.
     if rows_by_status and not dry_run:
-        retry_on_conflict(lambda: DeltaTable.forPath(spark, path).delete(condition))
+        retry_on_conflict(lambda: spark.sql(f"DELETE FROM delta.`{path}` WHERE {condition}"))
     return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine))
 
 
-def resolved_before(columns: DlqColumns, cutoff: datetime) -> Column:
-    """Rows resolved before `cutoff`, by the most precise time the DLQ has for their resolution."""
-    status = F.col("_dlq_status")
+def resolved_before(columns: DlqColumns, cutoff: datetime) -> str:
+    """SQL: rows resolved before `cutoff`, by the most precise time the DLQ has for their resolution.
+    SQL text rather than a column, so that the DELETE runs the same on a Spark Connect server."""
     # Rows closed before a column was added (`upgrade-tables`) have no value there: the next time stands in.
-    times = [F.col(name) for name in (RESOLVED_AT, UPDATED_AT) if name in columns.inbox]
-    closed_at = F.coalesce(*times, F.col("_dlq_timestamp"))
-    cutoff_literal = F.lit(cutoff)
-    resolved = status.isin(DISCARDED, EXHAUSTED) & (closed_at < cutoff_literal)
+    times = [name for name in (RESOLVED_AT, UPDATED_AT) if name in columns.inbox]
+    closed_at = f"coalesce({', '.join([*times, '_dlq_timestamp'])})"
+    before = f"TIMESTAMP'{cutoff.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S.%f}Z'"
+    resolved = f"_dlq_status IN ('{DISCARDED}', '{EXHAUSTED}') AND {closed_at} < {before}"
     if RESOLVED_AT in columns.inbox:
-        resolved = resolved | ((status == RECYCLED) & (F.col(RESOLVED_AT) < cutoff_literal))
+        resolved = f"({resolved}) OR (_dlq_status = '{RECYCLED}' AND {RESOLVED_AT} < {before})"
     return resolved
 
 

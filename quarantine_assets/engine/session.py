@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from quarantine_assets import codes
 from quarantine_assets.engine.object_store import object_store_config
 from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.errors import QuarantineError
 
 # Delta publishes one artifact per Spark minor version; this one matches pyspark 4.2.
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DEFAULT_MASTER = "local[*]"
+# A Spark Connect URL (`sc://host:port`): the operator commands attach to that long-lived Spark
+# instead of starting a JVM of their own, which costs most of a command's time.
+SPARK_REMOTE_VARIABLE = "QUARANTINE_SPARK_REMOTE"
+DEFAULT_CONNECT_PORT = 15002
 
 
 def spark_master() -> str:
@@ -93,8 +100,10 @@ def spark_config(master: str | None = None, warehouse: Warehouse | None = None) 
     )
 
 
-def build_spark_session(master: str | None = None, warehouse: Warehouse | None = None) -> SparkSession:
-    config = spark_config(master, warehouse)
+def build_spark_session(
+    master: str | None = None, warehouse: Warehouse | None = None, extra: dict[str, str] | None = None
+) -> SparkSession:
+    config = spark_config(master, warehouse) | (extra or {})
     builder = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)
@@ -103,6 +112,45 @@ def build_spark_session(master: str | None = None, warehouse: Warehouse | None =
     if config.get("spark.jars.packages") == DELTA_PACKAGE:  # not when a connector was resolved with it
         remember_resolved_jars(spark)
     return spark
+
+
+def connect_server_config(host: str, port: int) -> dict[str, str]:
+    """Spark's own Connect service, run inside this driver: clients share its warmed JVM and Delta's caches."""
+    return {
+        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+
+
+def operator_session(warehouse: Warehouse) -> SparkSession:
+    """Attached to the Spark Connect server `QUARANTINE_SPARK_REMOTE` names, else a Spark of our own.
+
+    The server was started with this project's configuration (`quarantine-assets spark-server`), so the
+    client sets nothing; it reads and writes the warehouse through the server's executors.
+    """
+    remote = os.environ.get(SPARK_REMOTE_VARIABLE)
+    if not remote:
+        return build_spark_session(warehouse=warehouse)
+    _refuse_unreachable(remote)
+    # Delta's commit conflicts then arrive as Delta's exception classes, which `retry_on_conflict` catches.
+    import delta.connect.exceptions  # noqa: F401
+
+    return SparkSession.builder.remote(remote).getOrCreate()
+
+
+def _refuse_unreachable(remote: str) -> None:
+    """PySpark's client retries a server that is down for minutes; a closed port is better said at once."""
+    url = urlparse(remote)
+    try:
+        socket.create_connection((url.hostname or "localhost", url.port or DEFAULT_CONNECT_PORT), timeout=10).close()
+    except OSError as error:
+        raise QuarantineError(
+            codes.SPARK_SERVER_UNREACHABLE,
+            f"{SPARK_REMOTE_VARIABLE}={remote}, but nothing answers there ({error}). Start the server with "
+            f"`quarantine-assets spark-server`, or unset {SPARK_REMOTE_VARIABLE} to run a Spark of its own",
+            field=SPARK_REMOTE_VARIABLE,
+        ) from None
 
 
 def remember_resolved_jars(spark: SparkSession) -> None:

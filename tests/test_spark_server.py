@@ -1,0 +1,93 @@
+"""The operator commands attached to a long-lived Spark, as an operator runs them from a shell:
+`quarantine-assets spark-server`, then each command with QUARANTINE_SPARK_REMOTE set."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from pyspark.sql import functions as F
+from typer.testing import CliRunner
+
+from quarantine_assets.cli import app
+from quarantine_assets.engine.claims import claims
+from quarantine_assets.engine.tables import Warehouse
+
+CLI = Path(sys.executable).parent / "quarantine-assets"
+WIDE = {"COLUMNS": "250"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _payload(spark, warehouse: Warehouse, key: str) -> dict | None:
+    rows = (
+        spark.read.format("delta")
+        .load(warehouse.path("demo.ops.dlq"))
+        .where(F.col("_dlq_sk") == key)
+        .select(F.to_json("_row_data").alias("payload"), "_dlq_status", "_dlq_updated_by")
+        .collect()
+    )
+    return rows[0].asDict() | {"payload": json.loads(rows[0]["payload"])} if rows else None
+
+
+def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_gone(spark, tmp_path):
+    root = str(tmp_path / "warehouse")
+    warehouse = Warehouse(root)
+    assert CliRunner().invoke(app, ["--warehouse", root, "demo"], env=WIDE).exit_code == 0
+    port = _free_port()
+    attached = os.environ | WIDE | {"QUARANTINE_SPARK_REMOTE": f"sc://127.0.0.1:{port}"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(CLI), "--warehouse", root, *args], env=attached, capture_output=True, text=True, timeout=600
+        )
+
+    server = subprocess.Popen(
+        [str(CLI), "--warehouse", root, "spark-server", "--port", str(port)],
+        env=os.environ | WIDE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "server.log").open("w"),
+        text=True,
+    )
+    try:
+        announced = server.stdout.readline()
+        assert f"Spark Connect server on sc://127.0.0.1:{port}" in announced, (tmp_path / "server.log").read_text()
+
+        created = cli("create-tables")
+        assert created.returncode == 0 and "created demo.ops.dlq" in created.stdout, created.stderr
+        listed = cli("list", "--source", "demo.bronze.orders", "--status", "quarantined")
+        assert listed.returncode == 0, listed.stderr
+        fixed_key, discarded_key = re.findall(r"│ ([0-9a-f]{24}-\d+) │", listed.stdout)[:2]
+        before = _payload(spark, warehouse, fixed_key)
+
+        fixed = cli("fix", fixed_key, "--source", "demo.bronze.orders", "--set", "order_id=77", "--by", "ops")
+        assert fixed.returncode == 0 and "1 row(s) of demo.bronze.orders marked fixed" in fixed.stdout, fixed.stderr
+        discarded = cli("discard", discarded_key, "--source", "demo.bronze.orders", "--reason", "test order")
+        assert discarded.returncode == 0, discarded.stderr
+        purged = cli("purge", "--source", "demo.bronze.orders", "--older-than-days", "0")
+        assert purged.returncode == 0 and "deleted 1 resolved row(s)" in purged.stdout, purged.stderr
+        released = cli("release-claim", "demo.bronze.customers")
+        assert released.returncode == 0 and "released demo.bronze.customers" in released.stdout, released.stderr
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    assert server.returncode == 0
+
+    after = _payload(spark, warehouse, fixed_key)
+    assert after["_dlq_status"] == "fixed" and after["_dlq_updated_by"] == "ops"
+    assert after["payload"] == before["payload"] | {"order_id": 77}
+    assert _payload(spark, warehouse, discarded_key) is None
+    assert set(claims(warehouse, "demo.ops.dlq")) == {"demo.bronze.orders"}
+
+    gone = cli("list")
+    assert gone.returncode == 1 and "QA-RUN-002" in gone.stderr
