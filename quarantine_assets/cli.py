@@ -42,6 +42,7 @@ from quarantine_assets.engine.operator import (
     queue_stats,
 )
 from quarantine_assets.engine.retention import purge_resolved
+from quarantine_assets.engine.session import DEFAULT_CONNECT_PORT
 from quarantine_assets.engine.source import rules_against_sources
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
@@ -250,7 +251,7 @@ def spark_server(
     host: Annotated[str, typer.Option(help="Address to listen on; anyone who reaches it can run Spark here.")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 15002,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_CONNECT_PORT,
 ) -> None:
     """Run a long-lived Spark that the operator commands attach to (QUARANTINE_SPARK_REMOTE), until stopped."""
     from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, build_spark_session, connect_server_config
