@@ -263,6 +263,7 @@ def spark_server(
         f"with {SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Ctrl-C stops it.",
         markup=False,
         highlight=False,
+        soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -54,7 +54,6 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
     server = subprocess.Popen(
         [str(CLI), "--warehouse", root, "spark-server", "--port", str(port)],
-        env=os.environ | WIDE,
         stdout=subprocess.PIPE,
         stderr=(tmp_path / "server.log").open("w"),
         text=True,
