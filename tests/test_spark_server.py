@@ -71,6 +71,10 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
         fixed = cli("fix", fixed_key, "--source", "demo.bronze.orders", "--set", "order_id=77", "--by", "ops")
         assert fixed.returncode == 0 and "1 row(s) of demo.bronze.orders marked fixed" in fixed.stdout, fixed.stderr
+        shown = cli("show", fixed_key)
+        assert shown.returncode == 0 and "_dlq_status: fixed" in shown.stdout, shown.stderr
+        counted = cli("stats", "--source", "demo.bronze.orders")
+        assert counted.returncode == 0 and "oldest quarantined row" in counted.stdout, counted.stderr
         discarded = cli("discard", discarded_key, "--source", "demo.bronze.orders", "--reason", "test order")
         assert discarded.returncode == 0, discarded.stderr
         purged = cli("purge", "--source", "demo.bronze.orders", "--older-than-days", "0")
