@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/split.py recycle        # (e) outbox + recycled vs appending the rows directly
     .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
     .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
+    .venv/bin/python benchmarks/split.py table-properties   # an append's cost under each property an inbox needs
     .venv/bin/python benchmarks/split.py context        # the record's added context (errors, times, redaction)
     .venv/bin/python benchmarks/split.py context --source json   # ... of JSON lines, some of which do not parse
     .venv/bin/python benchmarks/split.py plot           # PNG plots of the newest results
@@ -14,6 +15,7 @@ The baselines are written in `baselines.py`, from seed 000 and from plain Spark,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -354,7 +356,8 @@ def recycle(
     ours, direct = measured["recycle"], measured["direct_append"]
     ratio = round(ours.median / direct.median, 3)
     typer.echo(
-        f"{rows} fixed rows: outbox + recycled {ours.median:.2f}s  direct append {direct.median:.2f}s  ratio {ratio:.2f}"
+        f"{rows} fixed rows: outbox + recycled {ours.median:.2f}s  direct append {direct.median:.2f}s"
+        f"  ratio {ratio:.2f}"
         f"  jobs {ours.spark_jobs[-1]}/{direct.spark_jobs[-1]}"
     )
     typer.echo(
@@ -388,9 +391,10 @@ def fixed_cost(
         spark, repeats, {"split_10k": (prepare, lambda: run_split(spark, action, warehouse, "bench"))}
     )
     inbox = warehouse.path(action.quarantine.dlq_table)
-    one_key = lambda: (
-        spark.read.format("delta").load(str(inbox)).where("_dlq_status = 'quarantined'").first()["_dlq_sk"]
-    )  # noqa: E731
+
+    def one_key() -> str:
+        return spark.read.format("delta").load(str(inbox)).where("_dlq_status = 'quarantined'").first()["_dlq_sk"]
+
     steps |= measure_side_by_side(
         spark,
         repeats,
@@ -440,6 +444,49 @@ def fixed_cost(
                     name: {"median_seconds": round(statistics.median(w), 3), "seconds": [round(s, 3) for s in w]}
                     for name, w in walls.items()
                 },
+            },
+        )
+    )
+
+
+@app.command("table-properties")
+def table_properties(
+    rows: Annotated[int, typer.Option(help="Rows per append.")] = 10_000,
+    repeats: int = 5,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """What each table property seed 000 requires of an inbox adds to one append, against a table without them.
+
+    Every DLQ commit (the split's inbox append, the outbox's append and both MERGEs of a recycle)
+    is made into such a table, so this is a floor under each of them."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-properties-"))
+    spark = build_spark_session()
+    orders = generate_orders(spark, rows, 1.0)
+    variants = {"no_properties": {}} | {key: {key: "true"} for key in INBOX_PROPERTIES} | {"inbox": INBOX_PROPERTIES}
+    contenders = {}
+    for name, properties in variants.items():
+        path = root / name
+        listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+        spark.sql(
+            f"CREATE TABLE delta.`{path}` ({ORDERS_DDL}) USING delta" + (f" TBLPROPERTIES ({listed})" if listed else "")
+        )
+        append = functools.partial(orders.write.format("delta").mode("append").save, str(path))
+        contenders[name] = (lambda: None, append)
+    measure_side_by_side(spark, 1, contenders)  # the first append of each pays the JVM's warm-up
+    measured = measure_side_by_side(spark, repeats, contenders)
+    baseline = measured["no_properties"].median
+    for name, measurement in measured.items():
+        typer.echo(
+            f"{name:>28}: {measurement.median:5.2f}s  ratio {measurement.median / baseline:4.2f}  "
+            f"{measurement.spark_jobs[-1]} Spark jobs"
+        )
+    typer.echo(
+        write_results(
+            "table-properties",
+            {
+                "rows": rows,
+                "measurements": [m.as_dict() for m in measured.values()],
+                "ratio_to_no_properties": {name: round(m.median / baseline, 3) for name, m in measured.items()},
             },
         )
     )
@@ -496,7 +543,8 @@ def memory(
             if step in ("split", "recycle"):
                 results.append({"rows": size, "step": step} | peak)
                 typer.echo(
-                    f"{size:>9} rows {step:>8}: JVM peak {peak['jvm_peak_mib']} MiB, Python peak {peak['python_peak_mib']} MiB, {peak['seconds']}s"
+                    f"{size:>9} rows {step:>8}: JVM peak {peak['jvm_peak_mib']} MiB, "
+                    f"Python peak {peak['python_peak_mib']} MiB, {peak['seconds']}s"
                 )
     typer.echo(write_results("memory", {"bad_share": bad, "results": results}))
 
