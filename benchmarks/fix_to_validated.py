@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/fix_to_validated.py
 
-Ingests the demo, starts `dagster dev` (webserver + daemon) with the recycle sensors running, fixes
-one quarantined order, and polls the validated table with delta-rs until the fixed row is there.
+Ingests the demo, starts `dagster dev` (webserver + daemon, the instance of `make dev`) with the
+recycle sensors running, fixes one quarantined order, and polls the validated table with delta-rs
+until the fixed row is there.
 The time includes the sensor's wait for its next tick, the run launch (a new process and JVM), the
 outbox and the recycled steps; the Dagster instance's records of the run split it into those parts.
 Baseline in the same run: the same fix recycled by calling the engine directly in a warm process (no
@@ -13,6 +14,7 @@ sensor, no run launch). Results go to `benchmarks/results/fix-to-validated-*.jso
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +102,7 @@ def wait_for_run_end(instance: DagsterInstance, fixed_at: float) -> None:
 def main() -> None:
     warehouse = Warehouse(Path(tempfile.mkdtemp(prefix="bench-warehouse-")))
     dagster_home = tempfile.mkdtemp(prefix="bench-dagster-")
+    shutil.copy(REPO / "instance" / "dagster.yaml", dagster_home)  # the instance `make dev` runs
     env = os.environ | {
         "QUARANTINE_WAREHOUSE": str(warehouse.root),
         "QUARANTINE_SENSORS": "running",
