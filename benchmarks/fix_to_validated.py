@@ -138,7 +138,8 @@ def main() -> None:
         start_new_session=True,
     )
     try:
-        wait_until_settled(DagsterInstance.get(), f"{action.key}_recycle_sensor", warehouse, action)
+        instance = DagsterInstance.get()
+        wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
         fix_one(spark, warehouse, action, 900_000_002)
         fixed_at = time.time()
         while not landed(validated, 900_000_002):
@@ -146,12 +147,12 @@ def main() -> None:
                 raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
             time.sleep(1)
         landed_at = time.time()
-        wait_for_run_end(DagsterInstance.get(), fixed_at)
+        wait_for_run_end(instance, fixed_at)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
     through_dagster = landed_at - fixed_at
-    moments = timeline(DagsterInstance.get(), fixed_at, landed_at)
+    moments = timeline(instance, fixed_at, landed_at)
     print(f"fix -> validated under dagster dev (sensor + daemon + run launch): {through_dagster:.1f} s")
     for moment, seconds in moments.items():
         print(f"  {seconds:6.1f} s  {moment}")
