@@ -92,6 +92,14 @@ CSV_HEADER_MISMATCH = _code(
 # Data quality (dqe mode).
 FAIL_RULE_VIOLATED = _code("QA-DQ-001", "a fail rule was violated; nothing of the batch was written")
 
+# Accounting: a step whose own commits do not add up fails, and its next run retries the batch.
+SPLIT_UNACCOUNTED = _code(
+    "QA-DQ-002", "a split batch's validated and inbox commits do not add up to the rows it read; the batch is retried"
+)
+RECYCLE_UNACCOUNTED = _code(
+    "QA-DQ-003", "a recycled batch's landed, returned and exhausted rows do not add up to the rows it read; retried"
+)
+
 # Operator commands: refused, nothing changed.
 UNKNOWN_KEY = _code("QA-OPS-001", "no DLQ row has this key")
 OTHER_SOURCES_ROW = _code("QA-OPS-002", "the row belongs to another source_table; a change is scoped to one source")

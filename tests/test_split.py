@@ -12,9 +12,8 @@ import pytest
 from builders import ORDERS_SCHEMA, orders_action
 from pyspark.sql import functions as F
 
-from quarantine_assets.engine.commits import append_once
-from quarantine_assets.engine.split import SPLIT_STREAM, run_split, split_batch
-from quarantine_assets.engine.streams import writer_id
+from quarantine_assets.config.models import Rule
+from quarantine_assets.engine.split import run_split, split_batch
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
 
@@ -168,23 +167,6 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     )
 
 
-def test_crash_between_the_validated_and_the_inbox_append_loses_no_row(spark, warehouse):
-    """Only the validated append of the batch committed; the replay must still quarantine its bad rows."""
-    action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
-    rows = random_orders(random.Random(3), 0, 40)
-    good = [row for row in rows if passes(row)]
-    writer = writer_id(action, SPLIT_STREAM, "stream-1")
-    append_once(spark.createDataFrame(good, ORDERS_SCHEMA), warehouse.path(action.target_table), writer, 0)
-
-    batch = source_batch(spark, warehouse, action, rows)
-    report = split_batch(spark, batch, 0, "stream-1", action, warehouse, "replay")
-
-    assert Counter(validated_rows(spark, warehouse, action)) == Counter(good)
-    assert Counter(inbox_payloads(spark, warehouse, action)) == Counter(row for row in rows if not passes(row))
-    assert (report.rows_read, report.rows_validated, report.rows_held_in_inbox) == (40, len(good), 40 - len(good))
-
-
 def test_identical_bad_rows_in_two_batches_and_one_batch_are_all_kept(spark, warehouse):
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
@@ -242,3 +224,94 @@ def test_dqe_fail_rule_stops_the_batch_and_writes_nothing(spark, warehouse):
 
     assert raised.value.code == "QA-DQ-001" and "valid_order_id" in str(raised.value)
     assert not Path(warehouse.path(action.target_table)).exists()
+
+
+def sent_and_kept(spark, warehouse, action):
+    """The row numbers of the validated table and of the open inbox, as multisets."""
+    validated = Counter(row[0] for row in validated_rows(spark, warehouse, action))
+    inbox = Counter(
+        row[0]
+        for row in inbox_slice(spark, warehouse, action).select(F.variant_get("_row_data", "$.row_no", "int")).collect()
+    )
+    return validated, inbox
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["order_ts <= current_timestamp()", "order_ts <= now()", "rand() < 0.5", "uuid() < '8'"],
+)
+def test_a_rule_that_reads_the_clock_or_draws_at_random_puts_each_row_in_exactly_one_table(
+    spark, warehouse, expression
+):
+    """Judged twice, rows stamped over the next seconds (or drawn twice) land in both tables or neither."""
+    action = orders_action(rules=(Rule(name="judged_now", expression=expression),))
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = 4_000
+    # Stamped from now over the next few seconds: the verdict changes while the batch is written.
+    spark.range(rows).select(
+        F.col("id").cast("int").alias("row_no"),
+        (F.current_timestamp() + F.make_interval(secs=F.col("id") * 4.0 / rows)).alias("order_ts"),
+    ).write.format("delta").save(str(warehouse.path(action.source.table)))
+    report = run_split(spark, action, warehouse, run_id="run")
+
+    validated, inbox = sent_and_kept(spark, warehouse, action)
+    assert validated + inbox == Counter(range(rows))
+    assert report.rows_read == rows
+    assert (report.rows_validated, report.rows_quarantined) == (sum(validated.values()), sum(inbox.values()))
+    assert report.failures_per_rule["judged_now"] == report.rows_quarantined
+
+
+def test_a_rerun_after_a_crash_between_the_two_commits_writes_the_first_verdict(spark, warehouse, monkeypatch):
+    """The inbox commit of a re-run, even with the clock moved on, holds the rows the first run rejected."""
+    from quarantine_assets.engine import split
+
+    action = orders_action(rules=(Rule(name="judged_now", expression="rand() < 0.5"),))
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    batch = source_batch(spark, warehouse, action, random_orders(random.Random(4), 0, 200))
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed between the validated and the inbox commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(split, "append_to_dlq_table", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
+    first_validated, _ = sent_and_kept(spark, warehouse, action)
+    report = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="rerun")
+
+    validated, inbox = sent_and_kept(spark, warehouse, action)
+    assert validated == first_validated
+    assert validated + inbox == Counter(range(200))
+    assert (report.rows_read, report.rows_validated + report.rows_held_in_inbox) == (200, 200)
+
+
+def test_source_files_gone_after_a_crash_between_the_two_commits_lose_no_row(spark, warehouse, tmp_path, monkeypatch):
+    """The batch is read once: a re-run writes the inbox from its verdict, even once the files are gone."""
+    import shutil
+
+    from quarantine_assets.config.models import FileSource
+    from quarantine_assets.engine import split
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = random_orders(random.Random(5), 0, 60)
+    lines = ["row_no,order_id,amount,currency"] + [",".join("" if v is None else str(v) for v in row) for row in rows]
+    (landing / "orders.csv").write_text("\n".join(lines) + "\n")
+    source = FileSource(path=str(landing), format="csv", schema_ddl=ORDERS_SCHEMA, options={"header": "true"})
+    action = orders_action().model_copy(update={"source": source})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    def crash(*args, **kwargs):
+        shutil.rmtree(landing)
+        raise RuntimeError("killed between the validated and the inbox commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(split, "append_to_dlq_table", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            run_split(spark, action, warehouse, run_id="crashed")
+    landing.mkdir()
+    report = run_split(spark, action, warehouse, run_id="rerun")
+
+    validated, inbox = sent_and_kept(spark, warehouse, action)
+    assert validated + inbox == Counter(row[0] for row in rows)
+    assert sum(inbox.values()) == sum(not passes(row) for row in rows) == report.rows_held_in_inbox

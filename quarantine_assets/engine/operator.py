@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
-from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.inbox import scoped_key_condition
+from quarantine_assets.engine.merge import merge_into, when_matched_update
 from quarantine_assets.engine.statuses import DISCARDED, FIXED, QUARANTINED
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import validated_schema
@@ -232,13 +232,13 @@ def _update_open_rows(
     assignments = columns.inbox_values({name: f"new.{name}" for name in new.columns if name != "_dlq_sk"})
     assignments |= columns.inbox_values(computed or {})
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
-    statement = (
-        f"MERGE INTO delta.`{warehouse.path(action.quarantine.inbox_table)}` AS dlq USING {{new}} AS new "
-        f"ON {scoped_key_condition('dlq', 'new', action.quarantine.source_table)} "
-        f"WHEN MATCHED AND dlq._dlq_status IN ({statuses}) THEN UPDATE SET "
-        + ", ".join(f"{name} = {value}" for name, value in assignments.items())
+    metrics = merge_into(
+        spark,
+        warehouse.path(action.quarantine.inbox_table),
+        new,
+        scoped_key_condition("dlq", "new", action.quarantine.source_table),
+        [when_matched_update(f"dlq._dlq_status IN ({statuses})", assignments)],
     )
-    metrics = retry_on_conflict(lambda: spark.sql(statement, new=new).first())
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return OperatorResult(metrics["num_updated_rows"], warnings)
 

@@ -6,20 +6,24 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
-from quarantine_assets.engine.commits import append_to_dlq_table, retry_on_conflict
+from quarantine_assets.engine.commits import append_to_dlq_table
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import scoped_key_condition
+from quarantine_assets.engine.merge import merge_into, when_matched_update
+from quarantine_assets.engine.payload_types import sql_string
 from quarantine_assets.engine.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 
 OUTBOX_STREAM = "outbox"
+UPDATED_AT = "_dlq_updated_at"
+FIXED_AT = "_dlq_fixed_at"
+_ROW = ("_dlq_sk", "_dlq_source_table")
 # Spark's and Delta's conditions for a data or change file listed in the log but gone from storage.
 _CHANGES_VACUUMED = re.compile(r"\[(FAILED_READ_FILE\.FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND)\]")
 log = logging.getLogger(__name__)
@@ -42,18 +46,20 @@ def same_attempt(target: str, source: str, source_table: str, columns: DlqColumn
 
 
 def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
-    """The last image per key in this batch, kept only if that image is `fixed`.
+    """The last image per key in this batch, kept only if that image is `fixed`, with the time of that
+    fix (`FIXED_AT`, the image's `_dlq_updated_at`; NULL where the inbox has no such column).
 
     Taking the last image first means a row fixed twice is sent once, with its last payload,
     and a row fixed then discarded is not sent at all.
     """
     latest_first = Window.partitionBy("_dlq_sk").orderBy(F.col("_commit_version").desc())
     attempt = F.coalesce(F.col(ATTEMPT), F.lit(1)) if ATTEMPT in changes.columns else F.lit(1)
+    fixed_at = F.col(UPDATED_AT) if UPDATED_AT in changes.columns else F.lit(None).cast("timestamp")
     return (
         changes.where(F.col("_change_type").isin(*POST_IMAGES) & (F.col("_dlq_source_table") == source_table))
         .withColumn("_image_rank", F.row_number().over(latest_first))
         .where((F.col("_image_rank") == 1) & (F.col("_dlq_status") == FIXED))
-        .select("_dlq_sk", "_dlq_source_table", "_row_data", attempt.alias(ATTEMPT))
+        .select("_dlq_sk", "_dlq_source_table", "_row_data", attempt.alias(ATTEMPT), fixed_at.alias(FIXED_AT))
     )
 
 
@@ -67,24 +73,31 @@ def send_batch_to_outbox(
     columns: DlqColumns,
     run_id: str,
 ) -> OutboxReport:
-    """Append the batch's fixed rows to the outbox, then mark them recycled in the inbox.
+    """Mark the batch's fixed rows recycled in the inbox, then append the rows marked to the outbox.
 
-    The append is blind and idempotent on (stream, batch): a replayed batch adds nothing, and the
-    inbox marking only moves rows that are still `fixed`, so replaying it changes nothing either.
+    The MERGE moves a row only while it is the image this batch read (the same `_dlq_updated_at`): a row
+    fixed again meanwhile stays `fixed`, and a later batch sends it with its last payload. The append
+    sends exactly the rows this batch's MERGE marked (each tagged with the batch), idempotent on (stream,
+    batch): a re-run after a crash between the two finds them marked and appends them; a replay adds nothing.
     """
     source_table = action.quarantine.source_table
+    inbox_path = warehouse.path(action.quarantine.inbox_table)
+    tag = f"{OUTBOX_STREAM}:{stream_id}:{batch_id}"
     fixed = latest_fixed(changes, source_table).persist()
     try:
-        outbox_rows = fixed.select(
-            "_dlq_sk",
-            "_dlq_source_table",
+        if fixed.isEmpty():  # changes without a fixed row leave both tables alone
+            return OutboxReport(batches=1)
+        _mark_recycled(spark, inbox_path, fixed, source_table, columns, run_id, tag)
+        marked = fixed.join(_recycled_by(spark, inbox_path, source_table, columns, tag), list(_ROW), "semi")
+        outbox_rows = marked.select(
+            *_ROW,
             "_row_data",
             F.current_timestamp().alias("_dlq_recycled_at"),
-            "_dlq_attempt",
+            ATTEMPT,
             F.lit(action.owner).alias("_dlq_action"),
+            FIXED_AT,
         )
-        # Counted first, on the cached rows: changes without a fixed row leave both tables alone.
-        sent = fixed.count() and append_to_dlq_table(
+        sent = append_to_dlq_table(
             spark,
             outbox_rows,
             warehouse,
@@ -92,31 +105,45 @@ def send_batch_to_outbox(
             writer_id(action, OUTBOX_STREAM, stream_id),
             batch_id,
         )
-        if sent:
-            _mark_recycled(spark, warehouse.path(action.quarantine.inbox_table), fixed, source_table, columns, run_id)
     finally:
         fixed.unpersist()
     return OutboxReport(batches=1, rows_sent=sent)
 
 
 def _mark_recycled(
-    spark: SparkSession, inbox_path: str, fixed: DataFrame, source_table: str, columns: DlqColumns, run_id: str
+    spark: SparkSession,
+    inbox_path: str,
+    fixed: DataFrame,
+    source_table: str,
+    columns: DlqColumns,
+    run_id: str,
+    tag: str,
 ) -> None:
-    inbox = DeltaTable.forPath(spark, inbox_path)
     values = {
-        "_dlq_status": F.lit(RECYCLED),
-        "_dlq_run_id": F.lit(run_id),
-        "_dlq_updated_at": F.current_timestamp(),
-        "_dlq_updated_by": F.lit(OUTBOX_STREAM),
+        "_dlq_status": f"'{RECYCLED}'",
+        "_dlq_run_id": sql_string(run_id),
+        UPDATED_AT: "current_timestamp()",
+        "_dlq_updated_by": sql_string(tag),
     }
-    retry_on_conflict(
-        lambda: (
-            inbox.alias("dlq")
-            .merge(fixed.alias("new"), same_attempt("dlq", "new", source_table, columns))
-            .whenMatchedUpdate(condition=f"dlq._dlq_status = '{FIXED}'", set=columns.inbox_values(values))
-            .execute()
-        )
+    still_that_fix = f" AND dlq.{UPDATED_AT} <=> new.{FIXED_AT}" if UPDATED_AT in columns.inbox else ""
+    merge_into(
+        spark,
+        inbox_path,
+        fixed,
+        same_attempt("dlq", "new", source_table, columns),
+        [when_matched_update(f"dlq._dlq_status = '{FIXED}'{still_that_fix}", columns.inbox_values(values))],
     )
+
+
+def _recycled_by(spark: SparkSession, inbox_path: str, source_table: str, columns: DlqColumns, tag: str) -> DataFrame:
+    """The keys of the inbox rows the outbox batch `tag` marked recycled. Only the outbox marks a row
+    recycled, one batch at a time, and a recycled row changes no more until the recycled step settles it
+    from the outbox: where the inbox keeps no tag, a fixed row of the batch now recycled was marked by it."""
+    inbox = spark.read.format("delta").load(inbox_path)
+    marked = (F.col("_dlq_source_table") == source_table) & (F.col("_dlq_status") == RECYCLED)
+    if "_dlq_updated_by" in columns.inbox:
+        marked &= F.col("_dlq_updated_by") == tag
+    return inbox.where(marked).select(*_ROW)
 
 
 def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:

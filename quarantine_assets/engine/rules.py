@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -56,20 +56,33 @@ def passes_all(rules: Sequence[Rule]) -> Column:
     return reduce(lambda both, rule: both & passes(rule), rules, F.lit(True))
 
 
-def failed_rules_column(rules: Sequence[Rule]) -> Column:
+def outcome(rule: Rule, outcomes: Mapping[str, Column] | None) -> Column:
+    """Whether a row passed `rule`: as judged before (`outcomes`, by rule name), else evaluated now."""
+    return outcomes[rule.name] if outcomes is not None else passes(rule)
+
+
+def failed_rules_column(rules: Sequence[Rule], outcomes: Mapping[str, Column] | None = None) -> Column:
     """An array of the `{name, rule}` structs a row fails; built only for rows that failed one."""
-    outcomes = [
-        F.when(~passes(rule), F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule")))
+    failures = [
+        F.when(
+            ~outcome(rule, outcomes),
+            F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule")),
+        )
         for rule in rules
     ]
-    return F.filter(F.array(*outcomes), lambda outcome: outcome.isNotNull())
+    return F.filter(F.array(*failures), lambda failure: failure.isNotNull())
 
 
 def with_failed_rules(
-    rows: DataFrame, rules: Sequence[Rule], parse_reason: tuple[Column, Column] | None = None
+    rows: DataFrame,
+    rules: Sequence[Rule],
+    parse_reason: tuple[Column, Column] | None = None,
+    outcomes: Mapping[str, Column] | None = None,
 ) -> DataFrame:
-    """The failed rules as seed 000 declares them, and beside them each failure's type, code and message."""
-    failed = rows.withColumn(FAILED_RULES, failed_rules_column(applicable_rules(rules, rows.columns)))
+    """The failed rules as seed 000 declares them, and beside them each failure's type, code and message.
+    `outcomes`: the rules as judged before, so that they are not evaluated again."""
+    judged = rules if outcomes is not None else applicable_rules(rules, rows.columns)
+    failed = rows.withColumn(FAILED_RULES, failed_rules_column(judged, outcomes))
     if parse_reason is None:
         return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules))
     # Bound as columns first: the message may call a Python function, which cannot run inside a lambda.
@@ -115,9 +128,9 @@ class BatchCounts:
     failures_per_rule: dict[str, int]
 
 
-def failure_columns(rules: Sequence[Rule]) -> list[Column]:
+def failure_columns(rules: Sequence[Rule], outcomes: Mapping[str, Column] | None = None) -> list[Column]:
     """Rows failing each rule, as aggregates named `rule_<index>`."""
-    return [F.sum((~passes(rule)).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
+    return [F.sum((~outcome(rule, outcomes)).cast("long")).alias(f"rule_{index}") for index, rule in enumerate(rules)]
 
 
 def failures_from(aggregates: dict, rules: Sequence[Rule]) -> dict[str, int]:

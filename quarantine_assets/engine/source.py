@@ -50,10 +50,10 @@ def with_source_position(rows: DataFrame) -> DataFrame:
 def with_delta_file_context(
     spark: SparkSession, rows: DataFrame, source: DeltaSource, warehouse: Warehouse
 ) -> DataFrame:
-    """Each row of a Delta source's batch with the data file it was read from, the time the source's
-    log records for that file (its add action's modification time: when it was written), and a version
-    of the source whose snapshot holds that file: `VERSION AS OF` it, file and position find the row even
-    after the source is compacted, until the file is vacuumed.
+    """Rows of a Delta source's batch, each naming the data file its scan read it from (`SOURCE_FILE`),
+    with the time the source's log records for that file (its add action's modification time: when it
+    was written), and a version of the source whose snapshot holds that file: `VERSION AS OF` it, file
+    and position find the row even after the source is compacted, until the file is vacuumed.
 
     A Delta source's streaming batches expose no `_metadata`, but their scan still knows its file.
     Data file names are unique within a table, so the name alone finds the file's add action. The
@@ -69,9 +69,8 @@ def with_delta_file_context(
         F.timestamp_millis("added_ms").alias(ARRIVED_AT),
         F.lit(snapshot.version()).cast("bigint").alias(SOURCE_VERSION),
     )
-    located = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
-    file_name = F.substring_index(located[SOURCE_FILE], "/", -1)  # byte-wise: no regex, no array per row
-    return located.join(F.broadcast(arrivals), file_name == arrivals[_DATA_FILE_NAME], "left").drop(_DATA_FILE_NAME)
+    file_name = F.substring_index(rows[SOURCE_FILE], "/", -1)  # byte-wise: no regex, no array per row
+    return rows.join(F.broadcast(arrivals), file_name == arrivals[_DATA_FILE_NAME], "left").drop(_DATA_FILE_NAME)
 
 
 def known_source_schema(

@@ -16,13 +16,7 @@ from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
-from quarantine_assets.engine.parse_errors import (
-    RecordParsing,
-    parse_code_counts,
-    parse_codes_from,
-    parse_reason,
-    record_parsing,
-)
+from quarantine_assets.engine.parse_errors import RecordParsing, parse_reason, record_parsing
 from quarantine_assets.engine.payload_types import unstorable_fields
 from quarantine_assets.engine.redaction import redacted
 from quarantine_assets.engine.rules import (
@@ -45,11 +39,19 @@ from quarantine_assets.engine.source import (
     SOURCE_POSITION,
     read_source_stream,
     with_delta_file_context,
-    with_source_position,
 )
 from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import added_columns, create_validated_table
+from quarantine_assets.engine.verdict import (
+    VerdictStage,
+    judge,
+    kept_rows,
+    rejected_rows,
+    staged_outcomes,
+    verdict_counts,
+    without_verdict,
+)
 from quarantine_assets.errors import ConfigError, DataQualityFailure, Problem, QuarantineError
 
 SPLIT_STREAM = "split"
@@ -104,38 +106,29 @@ def split_batch(
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
-    The full scan evaluates each rule as a plain boolean and counts rows on the way (an observation,
-    not an action of its own); what each table received is Delta's count of the rows its commit
-    wrote. Nothing is cached: the rejected rows are a second, filtered read of the batch, and only
-    they carry the array of failed rules and are counted per rule. A batch without rejected rows
-    leaves the inbox untouched. `parsing` is how a CSV or JSON source's records were parsed: it
-    explains those that did not.
+    In quarantine mode both are written from one verdict, staged on disk (see `verdict`); in dqe
+    mode the rejected rows are dropped, so one write judges them. What each table received is
+    Delta's count of the rows its commit wrote. `parsing` is how a CSV or JSON source's records were
+    parsed: it explains those that did not.
     """
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
-    if with_action(rules, "fail"):
-        _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
-    kept = passes_all(with_action(rules, "drop"))
     writer = writer_id(action, SPLIT_STREAM, stream_id)
-    target = warehouse.path(action.target_table)
-    quarantining = action.quarantine is not None
-    # In quarantine mode every failing row is rejected, so its failures are counted on the rejected rows.
-    read = Observation(f"split_{action.key}_{batch_id}")
-    counted = [F.count(F.lit(1)).alias("rows")] + ([] if quarantining else failure_columns(rules))
-    validated = with_table_columns(
-        batch.observe(read, *counted).where(kept).drop(*BOOKKEEPING_COLUMNS), action.operational_metadata
-    )
-    create_validated_table(spark, warehouse, action, validated.schema)
-    added = added_columns(spark, warehouse, action, validated.schema)
-    append_once(validated, target, writer, batch_id, add_columns=bool(added))
-    read_metrics = observed_metrics(read)
+    if action.quarantine is None:
+        return _split_dropping(spark, batch, batch_id, writer, action, warehouse, rules)
+    parsing = parsing if RECORD_PARSES in rules else None
+    stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
+    judged = judge(batch, rules, with_action(rules, "drop"), with_source_file=isinstance(action.source, DeltaSource))
+    if not stage.is_complete():
+        earlier = _written_earlier(warehouse, action, writer, batch_id)
+        if earlier is not None:
+            return earlier
+        stage.write(judged)
+    staged = stage.read(spark, judged)
+    counts = verdict_counts(staged, rules, parsing)
+    added = _append_validated(spark, warehouse, action, without_verdict(kept_rows(staged), rules), writer, batch_id)
     rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
-    # None: Delta skipped the append of a batch it had committed before a crash; count it again.
-    recount = batch_counts(batch, rules) if read_metrics is None else None
-    rows = recount.rows if recount else read_metrics["rows"]
-    failures = recount.failures_per_rule if recount else ({} if quarantining else failures_from(read_metrics, rules))
-    rejected_count = rows - rows_validated
-    held, parse_errors = 0, {}
-    if quarantining and rejected_count:
+    held = 0
+    if counts.rejected:
         provenance = Provenance(
             source_table=action.quarantine.source_table,
             action=action.owner,
@@ -144,37 +137,112 @@ def split_batch(
             stream_id=stream_id,
             batch_id=batch_id,
         )
-        rejected = Observation(f"rejected_{action.key}_{batch_id}")
-        parsing = parsing if RECORD_PARSES in rules else None
-        counted = failure_columns(rules) + (parse_code_counts(parsing) if parsing else [])
-        rejected_rows = with_source_position(batch).where(~kept)
+        rejected = rejected_rows(staged)
         if isinstance(action.source, DeltaSource):
-            rejected_rows = with_delta_file_context(spark, rejected_rows, action.source, warehouse)
+            rejected = with_delta_file_context(spark, rejected, action.source, warehouse)
+        outcomes = dict(zip((rule.name for rule in rules), staged_outcomes(rules)))
         reason = parse_reason(parsing) if parsing else None
-        judged = with_failed_rules(rejected_rows, rules, reason).observe(rejected, *counted)
+        explained = without_verdict(with_failed_rules(rejected, rules, reason, outcomes), rules)
         quarantine = action.quarantine
-        records = inbox_records(redacted(judged, quarantine.sensitive_columns, quarantine.redaction), provenance)
-        held = append_to_dlq_table(spark, records, warehouse, action.quarantine.dlq_table, writer, batch_id)
-        rejected_metrics = observed_metrics(rejected)
-        if parsing and rejected_metrics:
-            parse_errors = parse_codes_from(rejected_metrics, parsing)
-        if not recount:
-            failures = (
-                failures_from(rejected_metrics, rules)
-                if rejected_metrics
-                else batch_counts(batch, rules).failures_per_rule
-            )
+        records = inbox_records(redacted(explained, quarantine.sensitive_columns, quarantine.redaction), provenance)
+        held = append_to_dlq_table(spark, records, warehouse, quarantine.dlq_table, writer, batch_id)
+    _refuse_unaccounted(action, batch_id, counts.rows, rows_validated, held)
+    stage.remove()
+    return SplitReport(
+        batches=1,
+        rows_read=counts.rows,
+        rows_validated=rows_validated,
+        rows_quarantined=held,
+        rows_held_in_inbox=held,
+        failures_per_rule=Counter(counts.failures_per_rule),
+        parse_errors=Counter({code: count for code, count in counts.parse_errors.items() if count}),
+        warnings=_added_warnings(action, added),
+    )
+
+
+def _split_dropping(
+    spark: SparkSession,
+    batch: DataFrame,
+    batch_id: int,
+    writer: str,
+    action: DataQualityAction,
+    warehouse: Warehouse,
+    rules: list,
+) -> SplitReport:
+    """dqe mode: one write, which judges each row once; rows failing a drop rule are gone, as the
+    reference does. The scan counts rows on the way (an observation, not an action of its own)."""
+    if with_action(rules, "fail"):
+        _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
+    read = Observation(f"split_{action.key}_{batch_id}")
+    observed = batch.observe(read, F.count(F.lit(1)).alias("rows"), *failure_columns(rules))
+    added = _append_validated(
+        spark, warehouse, action, observed.where(passes_all(with_action(rules, "drop"))), writer, batch_id
+    )
+    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
+    read_metrics = observed_metrics(read)
+    # None: Delta skipped the append of a batch it had committed before a crash; count it again.
+    if read_metrics is None:
+        counts = batch_counts(batch, rules)
+        rows, failures = counts.rows, counts.failures_per_rule
+    else:
+        rows, failures = read_metrics["rows"], failures_from(read_metrics, rules)
     return SplitReport(
         batches=1,
         rows_read=rows,
         rows_validated=rows_validated,
-        rows_quarantined=rejected_count if quarantining else 0,
-        rows_dropped=0 if quarantining else rejected_count,
-        rows_held_in_inbox=held,
+        rows_dropped=rows - rows_validated,
         failures_per_rule=Counter(failures),
-        parse_errors=Counter({code: count for code, count in parse_errors.items() if count}),
-        warnings=[f"source columns {added} were added to validated table {action.target_table}"] if added else [],
+        warnings=_added_warnings(action, added),
     )
+
+
+def _append_validated(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, rows: DataFrame, writer: str, batch_id: int
+) -> list[str]:
+    """The append of a batch's validated rows, without what the split added to them; returns the source
+    columns it added to the table."""
+    validated = with_table_columns(rows.drop(*BOOKKEEPING_COLUMNS), action.operational_metadata)
+    create_validated_table(spark, warehouse, action, validated.schema)
+    added = added_columns(spark, warehouse, action, validated.schema)
+    append_once(validated, warehouse.path(action.target_table), writer, batch_id, add_columns=bool(added))
+    return added
+
+
+def _added_warnings(action: DataQualityAction, added: list[str]) -> list[str]:
+    return [f"source columns {added} were added to validated table {action.target_table}"] if added else []
+
+
+def _written_earlier(warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int) -> SplitReport | None:
+    """The report of a batch whose commits were all made before a crash, from Delta's own counts; None
+    when its validated commit is not there. A stage is removed only once both commits hold its batch, so
+    without one, a validated commit of the batch says that the inbox commit, if it had rows, is there too."""
+    if not warehouse.is_delta_table(action.target_table):
+        return None
+    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id)
+    if rows_validated is None:
+        return None
+    held = committed_rows(warehouse.log(action.quarantine.dlq_table), writer, batch_id) or 0
+    return SplitReport(
+        batches=1,
+        rows_read=rows_validated + held,
+        rows_validated=rows_validated,
+        rows_quarantined=held,
+        rows_held_in_inbox=held,
+    )
+
+
+def _refuse_unaccounted(action: DataQualityAction, batch_id: int, rows: int, validated: int, held: int) -> None:
+    """The promise, checked on Delta's own counts before the batch is committed in the checkpoint: a
+    batch whose commits do not add up fails the run, and the stage stays for the retry to write from."""
+    if rows != validated + held:
+        raise DataQualityFailure(
+            codes.SPLIT_UNACCOUNTED,
+            f"batch {batch_id} of {action.name} read {rows} row(s), but its validated commit wrote {validated} and "
+            f"its inbox commit {held}: {rows - validated - held} row(s) are in neither table or in both. The batch "
+            "stays uncommitted in the checkpoint and its verdict on disk; the next run writes it again from there",
+            file=action.config_file,
+            field=action.name,
+        )
 
 
 def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQualityAction, batch_id: int) -> None:

@@ -55,6 +55,7 @@ OUTBOX_CORE_COLUMNS = {
 OUTBOX_CONTEXT_COLUMNS = {
     "_dlq_attempt": "INT",  # with the key, lets a re-fixed row recycle again
     "_dlq_action": "STRING",
+    "_dlq_fixed_at": "TIMESTAMP",  # the inbox image sent: its _dlq_updated_at, set by the operator's last fix
 }
 # What a DLQ lacking a context column loses (a table created from seed 000's DDL lacks them all).
 # Nothing fails without them; the schema check and every run say what is lost, and
@@ -80,6 +81,7 @@ INBOX_CONTEXT_LOSSES = {
 OUTBOX_CONTEXT_LOSSES = {
     "_dlq_attempt": "a row fixed again after a failed recycle looks like a duplicate to outbox_keys_unique",
     "_dlq_action": "outbox rows do not say which action sent them",
+    "_dlq_fixed_at": "outbox rows do not say which fix of their row they carry",
 }
 # Who owns each slice of a DLQ (see engine/claims.py).
 CLAIMS_COLUMNS = {
@@ -122,7 +124,7 @@ class Warehouse:
         return f"{self.root}/{catalog}/{schema}/{table}"
 
     def checkpoint(self, action_key: str, stream: str) -> str:
-        return f"{self.root}/_checkpoints/{action_key}/{stream}"
+        return f"{self.root}/{checkpoint_folder(action_key, stream)}"
 
     def delta_table(self, qualified_name: str) -> DeltaTable:
         """The table read with delta-rs; raises `TableNotFoundError` when there is none."""
@@ -138,12 +140,20 @@ class Warehouse:
 
     def checkpoint_started(self, action_key: str, stream: str) -> bool:
         """A stream's checkpoint holds `metadata` (its id) from its first batch on."""
-        files = self._files()
-        metadata = f"_checkpoints/{action_key}/{stream}/metadata"
-        return files is not None and files.get_file_info(metadata).type == FileType.File
+        return self.holds_file(f"{checkpoint_folder(action_key, stream)}/metadata")
 
     def remove_checkpoint(self, action_key: str, stream: str) -> None:
-        self._files().delete_dir(f"_checkpoints/{action_key}/{stream}")
+        self.remove_dir(checkpoint_folder(action_key, stream))
+
+    def holds_file(self, relative_path: str) -> bool:
+        files = self._files()
+        return files is not None and files.get_file_info(relative_path).type == FileType.File
+
+    def remove_dir(self, relative_path: str) -> None:
+        """Everything under `relative_path`; nothing when it is not there."""
+        files = self._files()
+        if files is not None and files.get_file_info(relative_path).type == FileType.Directory:
+            files.delete_dir(relative_path)
 
     def _files(self) -> FileSystem | None:
         """Everything under the root; None for a local root that does not exist yet."""
@@ -151,6 +161,11 @@ class Warehouse:
             return PyFileSystem(DeltaStorageHandler(self.root, self.storage_options))
         except TableNotFoundError:
             return None
+
+
+def checkpoint_folder(action_key: str, stream: str) -> str:
+    """A stream's checkpoint, relative to the warehouse root."""
+    return f"_checkpoints/{action_key}/{stream}"
 
 
 def is_url(location: str) -> bool:

@@ -1,0 +1,26 @@
+"""Every MERGE into a DLQ table, as Delta SQL: one path, which runs the same on a Spark Connect server
+(Delta's Python API needs a plugin there). The target is `dlq`, the DataFrame merged in is `new`."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from quarantine_assets.engine.commits import retry_on_conflict
+
+
+def table_reference(path: str) -> str:
+    """A Delta table by its path, quoted for SQL."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def when_matched_update(condition: str, assignments: dict[str, str]) -> str:
+    """A clause of `merge_into`: where a matched row meets `condition`, set each column to its SQL value."""
+    values = ", ".join(f"{column} = {value}" for column, value in assignments.items())
+    return f"WHEN MATCHED AND ({condition}) THEN UPDATE SET {values}"
+
+
+def merge_into(spark: SparkSession, path: str, new: DataFrame, on: str, clauses: list[str]) -> Row:
+    """MERGE `new` into the table at `path`, retried on commit conflicts; returns Delta's metrics row
+    (`num_affected_rows`, `num_updated_rows`, ...)."""
+    statement = f"MERGE INTO {table_reference(path)} AS dlq USING {{new}} AS new ON {on} " + " ".join(clauses)
+    return retry_on_conflict(lambda: spark.sql(statement, new=new).first())

@@ -1,0 +1,136 @@
+"""The split's judge: every row of a batch judged once, and the verdict kept on disk until both tables hold it.
+
+Rules may read the clock (`current_timestamp()`), draw at random or call a function; the source may
+lose or rewrite a file, or be vacuumed, after the batch was read. Judged twice, in the two queries
+that feed the validated table and the inbox, such a batch puts rows in both tables or in neither.
+So the batch is read and judged in one query whose result is written as Parquet beside the split's
+checkpoint, and both appends read that stage. A re-run of the batch after a crash, minutes or days
+later, finds the stage and writes from it instead of judging again; the stage is removed once both
+commits hold the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from quarantine_assets.config.models import Rule
+from quarantine_assets.engine.parse_errors import RecordParsing, parse_code_counts, parse_codes_from
+from quarantine_assets.engine.rules import failure_columns, failures_from, passes
+from quarantine_assets.engine.source import SOURCE_FILE, with_source_position
+from quarantine_assets.engine.tables import Warehouse, checkpoint_folder
+
+KEPT = "_qa_kept"
+_OUTCOME_PREFIX = "_qa_passes_"
+_COMPLETE = "_SUCCESS"  # Spark's file committer writes it last, when every file of the stage is in place
+
+
+def outcome_column(index: int) -> str:
+    """The column holding whether the row passed the rule at `index`, as judged once."""
+    return f"{_OUTCOME_PREFIX}{index}"
+
+
+def judge(batch: DataFrame, rules: list[Rule], kept_by: list[Rule], *, with_source_file: bool) -> DataFrame:
+    """The batch with each rule's outcome and whether the row is kept (it passed every rule of `kept_by`).
+
+    The row's place in its file is numbered here, before any filter, as `with_source_position` needs.
+    The outcomes are computed in a projection of their own and `kept` from them, so a rule that is not
+    deterministic is evaluated once per row (Spark does not inline a non-deterministic projection twice).
+    """
+    rows = with_source_position(batch)
+    if with_source_file:
+        rows = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
+    judged = rows.select("*", *[passes(rule).alias(outcome_column(i)) for i, rule in enumerate(rules)])
+    kept = [F.col(outcome_column(rules.index(rule))) for rule in kept_by]
+    return judged.withColumn(KEPT, F.lit(True) if not kept else _all(kept))
+
+
+def _all(columns: list[Column]) -> Column:
+    both = columns[0]
+    for column in columns[1:]:
+        both = both & column
+    return both
+
+
+def staged_outcomes(rules: list[Rule]) -> list[Column]:
+    """Each rule's outcome as the stage recorded it, in the order of `rules`."""
+    return [F.col(outcome_column(index)) for index in range(len(rules))]
+
+
+@dataclass(frozen=True)
+class VerdictCounts:
+    rows: int
+    kept: int
+    failures_per_rule: dict[str, int]
+    parse_errors: dict[str, int]
+
+    @property
+    def rejected(self) -> int:
+        return self.rows - self.kept
+
+
+@dataclass(frozen=True)
+class VerdictStage:
+    """One batch's judged rows, under `<checkpoint>/verdicts/<stream id>/<batch id>`."""
+
+    warehouse: Warehouse
+    action_key: str
+    stream: str
+    stream_id: str
+    batch_id: int
+
+    @property
+    def _relative(self) -> str:
+        return f"{checkpoint_folder(self.action_key, self.stream)}/verdicts/{self.stream_id}/{self.batch_id}"
+
+    @property
+    def location(self) -> str:
+        return f"{self.warehouse.root}/{self._relative}"
+
+    def is_complete(self) -> bool:
+        return self.warehouse.holds_file(f"{self._relative}/{_COMPLETE}")
+
+    def write(self, judged: DataFrame) -> None:
+        """Overwrites what a crashed attempt left: nothing was committed from a stage that is not complete."""
+        judged.write.mode("overwrite").partitionBy(KEPT).parquet(self.location)
+
+    def read(self, spark: SparkSession, judged: DataFrame) -> DataFrame:
+        """The staged rows, typed as `judged` (also when the stage holds no file: a batch of no rows)."""
+        return spark.read.schema(judged.schema).parquet(self.location)
+
+    def remove(self) -> None:
+        self.warehouse.remove_dir(self._relative)
+
+
+def kept_rows(staged: DataFrame) -> DataFrame:
+    return staged.where(F.col(KEPT))
+
+
+def rejected_rows(staged: DataFrame) -> DataFrame:
+    return staged.where(~F.col(KEPT))
+
+
+def without_verdict(rows: DataFrame, rules: list[Rule]) -> DataFrame:
+    return rows.drop(KEPT, *[outcome_column(index) for index in range(len(rules))])
+
+
+def verdict_counts(staged: DataFrame, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
+    """Rows, kept rows, failures per rule and unparsed records per parse code (all rejected: a record that
+    did not parse fails a drop rule), in one aggregate over the stage: it reads the outcome columns and
+    the raw text of unparsed records, not the rows."""
+    outcomes = dict(zip((rule.name for rule in rules), staged_outcomes(rules)))
+    aggregates = [
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col(KEPT).cast("long")).alias("kept"),
+        *failure_columns(rules, outcomes),
+        *(parse_code_counts(parsing) if parsing else []),
+    ]
+    counted = staged.agg(*aggregates).first().asDict()
+    return VerdictCounts(
+        rows=int(counted["rows"]),
+        kept=int(counted["kept"] or 0),
+        failures_per_rule=failures_from(counted, rules),
+        parse_errors=parse_codes_from(counted, parsing) if parsing else {},
+    )
