@@ -250,7 +250,7 @@ def test_a_rule_that_reads_the_clock_or_draws_at_random_puts_each_row_in_exactly
     # Stamped from now over the next few seconds: the verdict changes while the batch is written.
     spark.range(rows).select(
         F.col("id").cast("int").alias("row_no"),
-        (F.current_timestamp() + F.make_interval(secs=F.col("id") * 4.0 / rows)).alias("order_ts"),
+        (F.current_timestamp() + F.make_interval(secs=F.col("id") * 30.0 / rows)).alias("order_ts"),
     ).write.format("delta").save(str(warehouse.path(action.source.table)))
     report = run_split(spark, action, warehouse, run_id="run")
 
