@@ -26,6 +26,10 @@ def loop(spark, warehouse, tmp_path):
 
 def test_fixed_row_recycles_once_and_a_wrong_fix_comes_back_with_attempt_two(loop):
     loop.ingest([(1, 1, 10.0, "EUR"), (2, None, 5.0, "EUR"), (3, 3, -5.0, "USD")])
+    first = loop.inbox_row(2)  # a rule without a message of its own says what was not true
+    assert [error.asDict() for error in first["_dlq_errors"]] == [
+        {"type": "expectation", "code": "valid_order_id", "message": "`order_id IS NOT NULL` is not true"}
+    ]
     loop.fix(2, order_id=2)
     loop.fix(3, amount=-1.0)  # still wrong
 
@@ -40,11 +44,11 @@ def test_fixed_row_recycles_once_and_a_wrong_fix_comes_back_with_attempt_two(loo
     assert [error.asDict() for error in back["_dlq_errors"]] == [
         {"type": "expectation", "code": "non_negative_amount", "message": "an order amount is never negative"}
     ]
-    first = loop.inbox_row(2)  # a rule without a message of its own says what was not true
-    assert [error.asDict() for error in first["_dlq_errors"]] == [
-        {"type": "expectation", "code": "valid_order_id", "message": "`order_id IS NOT NULL` is not true"}
-    ]
-    assert loop.inbox_row(2)["_dlq_status"] == "recycled"
+    landed = loop.inbox_row(2)  # fails no rule now; what failed before its fix is history, in the reason
+    assert (landed["_dlq_status"], landed["_dlq_attempt"]) == ("recycled", 1)
+    assert landed["_dlq_resolved_at"] is not None
+    assert (landed["_dlq_failed_rules"], landed["_dlq_errors"]) == ([], [])
+    assert landed["_dlq_reason"] == "landed on attempt 1; before its fix it failed: valid_order_id"
 
     loop.fix(3, amount=7.0)
     assert isinstance(loop.tick(), SensorResult)
@@ -90,6 +94,8 @@ def test_attempt_cap_closes_a_row_that_keeps_failing(spark, warehouse, tmp_path)
     loop.run_recycle()
     row = loop.inbox_row(1)
     assert row["_dlq_status"] == "exhausted" and "cap 1" in row["_dlq_reason"]
+    # The attempt is the last one made, as the reason counts it.
+    assert row["_dlq_attempt"] == 1 and "each of its 1 attempt(s)" in row["_dlq_reason"]
     with pytest.raises(OperatorError) as refused:
         loop.fix(1, amount=2.0)
     assert refused.value.code == "QA-OPS-003"

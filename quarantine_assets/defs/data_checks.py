@@ -120,7 +120,9 @@ def recycled_check_spec(action: DataQualityAction) -> AssetCheckSpec:
         asset=asset_key(action, RECYCLED),
         description=(
             "Every re-validated row either landed in the validated table by this run, was already landed "
-            "(and was not appended again), or is back in the inbox: no key lands twice and none is lost."
+            "(and was not appended again), or is back in the inbox: no key lands twice and none is lost. The "
+            "run itself fails (QA-DQ-003) on a row it cannot account for; this check holds the rows it landed "
+            "against what the validated table's commits wrote, by Delta's count."
         ),
     )
 
@@ -129,10 +131,10 @@ def recycled_check_result(action: DataQualityAction, report: RecycleReport) -> A
     return AssetCheckResult(
         asset_key=asset_key(action, RECYCLED),
         check_name=RECYCLED_LANDS_ONCE,
-        passed=report.rows_unaccounted == 0,
+        passed=report.rows_appended == report.rows_landed,
         metadata={
             "rows_landed": report.rows_landed,
+            "rows_appended": report.rows_appended,
             "rows_already_landed": report.rows_already_landed,
-            "rows_unaccounted": report.rows_unaccounted,
         },
     )

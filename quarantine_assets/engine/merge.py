@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row
 
 from quarantine_assets.engine.commits import retry_on_conflict
 
@@ -19,8 +19,9 @@ def when_matched_update(condition: str, assignments: dict[str, str]) -> str:
     return f"WHEN MATCHED AND ({condition}) THEN UPDATE SET {values}"
 
 
-def merge_into(spark: SparkSession, path: str, new: DataFrame, on: str, clauses: list[str]) -> Row:
+def merge_into(path: str, new: DataFrame, on: str, clauses: list[str]) -> Row:
     """MERGE `new` into the table at `path`, retried on commit conflicts; returns Delta's metrics row
-    (`num_affected_rows`, `num_updated_rows`, ...)."""
+    (`num_affected_rows`, `num_updated_rows`, ...). Run in `new`'s own session: a micro-batch's rows
+    live in the session of their batch, where `new` is registered as a view."""
     statement = f"MERGE INTO {table_reference(path)} AS dlq USING {{new}} AS new ON {on} " + " ".join(clauses)
-    return retry_on_conflict(lambda: spark.sql(statement, new=new).first())
+    return retry_on_conflict(lambda: new.sparkSession.sql(statement, new=new).first())

@@ -233,7 +233,6 @@ def _update_open_rows(
     assignments |= columns.inbox_values(computed or {})
     statuses = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
     metrics = merge_into(
-        spark,
         warehouse.path(action.quarantine.inbox_table),
         new,
         scoped_key_condition("dlq", "new", action.quarantine.source_table),

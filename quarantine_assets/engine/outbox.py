@@ -127,7 +127,6 @@ def _mark_recycled(
     }
     still_that_fix = f" AND dlq.{UPDATED_AT} <=> new.{FIXED_AT}" if UPDATED_AT in columns.inbox else ""
     merge_into(
-        spark,
         inbox_path,
         fixed,
         same_attempt("dlq", "new", source_table, columns),

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
-from quarantine_assets.engine.commits import append_once, retry_on_conflict
+from quarantine_assets.engine.commits import append_once
+from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
+from quarantine_assets.engine.merge import merge_into, when_matched_update
 from quarantine_assets.engine.operational_metadata import table_column_names, with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
-from quarantine_assets.engine.payload_types import payload_type_failures, typed_columns
-from quarantine_assets.engine.rules import FAILED_RULES, applicable_rules, error_details, failed_rules_column
+from quarantine_assets.engine.payload_types import payload_type_failures, sql_string, typed_columns
+from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, applicable_rules, error_details, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.tables import INBOX_CONTEXT_COLUMNS, INBOX_CORE_COLUMNS, Warehouse
 from quarantine_assets.engine.validated import validated_schema
+from quarantine_assets.errors import DataQualityFailure
 
 RECYCLED_STREAM = "recycled"
 # Outcomes of a recycled row, besides going back to quarantined or exhausted.
@@ -34,10 +37,10 @@ UNACCOUNTED = "unaccounted"
 class RecycleReport:
     batches: int = 0
     rows_landed: int = 0  # re-validated and appended to the validated table
+    rows_appended: int = 0  # what the validated table's commits of these landings wrote, by Delta's count
     rows_requarantined: int = 0  # failed again: back in the inbox
     rows_exhausted: int = 0  # failed again at the attempt cap: closed
     rows_already_landed: int = 0  # passed, but an earlier landing already appended them: not appended again
-    rows_unaccounted: int = 0  # neither landed nor back in the inbox: should never happen
     warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
 
 
@@ -51,6 +54,15 @@ def recycle_batch(
     columns: DlqColumns,
     run_id: str,
 ) -> RecycleReport:
+    """Re-validate a batch of outbox rows; each passing row lands in the validated table once.
+
+    Three commits, each safe to repeat: a MERGE settles the failing rows (back to quarantined, or
+    exhausted) and tags each passing row with this landing; the append lands the rows tagged so,
+    idempotent on (stream, batch); a second MERGE stamps them landed (`_dlq_resolved_at`). A row is
+    never stamped before its append commits, so a purge cannot remove a row that has not landed; a
+    row tagged by a landing whose append never committed (a crash, then a reset checkpoint) is tagged
+    again and lands; one whose append did commit is stamped and not appended again.
+    """
     schema = validated_schema(spark, warehouse, action)
     # Columns of the target's own metadata are not in a payload: they are evaluated when the row lands.
     table_metadata = table_column_names(action.operational_metadata)
@@ -67,34 +79,73 @@ def recycle_batch(
             *typed_columns(payload_schema),
         )
     )
-    # Cached so that the MERGE, the landing join and the append read the outbox batch once.
-    judged = typed.withColumn(FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules))).persist()
-    landing = f"{RECYCLED_STREAM}:{stream_id}:{batch_id}"
+    failed_rules = F.concat(F.col("_type_failures"), failed_rules_column(rules))
+    # Cached so that the MERGEs, the landing join and the append read the outbox batch once.
+    judged = (
+        typed.withColumn(FAILED_RULES, failed_rules)
+        .withColumn(ERRORS, error_details(F.col(FAILED_RULES), action.rules))
+        .persist()
+    )
+    landing = Landing(action, stream_id, batch_id)
+    inbox_path = warehouse.path(action.quarantine.inbox_table)
     try:
-        inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
-        outcomes = _landing_outcomes(spark, inbox_path, judged, action, columns, landing).persist()
-        counts = outcomes.groupBy("_outcome").count().collect()
-        append_once(
-            with_table_columns(outcomes.where(F.col("_outcome") == LANDS), action.operational_metadata).select(
-                *[quote(column.name) for column in schema]
-            ),
-            warehouse.path(action.target_table),
-            writer_id(action, RECYCLED_STREAM, stream_id),
-            batch_id,
-        )
-        outcomes.unpersist()
+        outcomes = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing).persist()
+        try:
+            count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
+            _refuse_unaccounted(outcomes, count, action, batch_id)
+            landed = outcomes.where(F.col("_outcome") == LANDS)
+            append_once(
+                with_table_columns(landed, action.operational_metadata).select(*[quote(c.name) for c in schema]),
+                warehouse.path(action.target_table),
+                landing.writer,
+                batch_id,
+            )
+            appended = committed_rows(warehouse.log(action.target_table), landing.writer, batch_id) or 0
+            if appended != count.get(LANDS, 0):
+                raise _unaccounted(
+                    action, batch_id, f"{count.get(LANDS, 0)} row(s) landed, but the validated commit wrote {appended}"
+                )
+            if columns.stamps_landings:
+                _stamp_landed(spark, inbox_path, outcomes, action, columns)
+        finally:
+            outcomes.unpersist()
     finally:
         judged.unpersist()
-    count = {row["_outcome"]: row["count"] for row in counts}
     return RecycleReport(
         batches=1,
         rows_landed=count.get(LANDS, 0),
+        rows_appended=appended,
         rows_requarantined=count.get(QUARANTINED, 0),
         rows_exhausted=count.get(EXHAUSTED, 0),
         rows_already_landed=count.get(ALREADY_LANDED, 0),
-        rows_unaccounted=count.get(UNACCOUNTED, 0),
     )
+
+
+@dataclass(frozen=True)
+class Landing:
+    """One recycled batch's landing: its tag on the inbox rows it lands, and its append's Delta txn."""
+
+    action: DataQualityAction
+    stream_id: str
+    batch_id: int
+
+    @property
+    def tag(self) -> str:
+        return f"{RECYCLED_STREAM}:{self.stream_id}:{self.batch_id}"
+
+    @property
+    def writer(self) -> str:
+        return writer_id(self.action, RECYCLED_STREAM, self.stream_id)
+
+    @classmethod
+    def from_tag(cls, action: DataQualityAction, tag: str) -> Landing:
+        _, stream_id, batch_id = tag.rsplit(":", 2)
+        return cls(action, stream_id, int(batch_id))
+
+    def committed(self, warehouse: Warehouse) -> bool:
+        """Whether the validated table's log holds this landing's append."""
+        return committed_rows(warehouse.log(self.action.target_table), self.writer, self.batch_id) is not None
 
 
 def _settle_in_inbox(
@@ -104,91 +155,172 @@ def _settle_in_inbox(
     action: DataQualityAction,
     columns: DlqColumns,
     run_id: str,
-    landing: str,
+    landing: Landing,
 ) -> None:
-    """One MERGE records each row's fate on its inbox row, which stays `recycled` until then.
-
-    A passing row is stamped `_dlq_resolved_at` and the landing (stream and batch) once; a failing
-    row goes back to quarantined with attempt + 1. A replayed batch matches nothing new. Without
-    the stamp columns a passing row is left as it is; without attempts a failing row is never exhausted.
+    """One MERGE: a failing row goes back to quarantined with attempt + 1, or is closed as exhausted at
+    the cap (its attempt stays the last one made); a passing row not tagged by a landing yet is tagged
+    with this one. Only rows still `recycled` and not stamped landed change, so a replay changes nothing.
     """
     max_attempts = action.quarantine.max_attempts
-    next_attempt = columns.attempt("dlq") + 1
-    at_cap = next_attempt > max_attempts if columns.counts_attempts else F.lit(False)
+    attempt = f"coalesce(dlq.{ATTEMPT}, 1)"
+    at_cap = f"{attempt} >= {max_attempts}" if columns.counts_attempts else "false"
     unsettled = f"dlq._dlq_status = '{RECYCLED}'" + (
         " AND dlq._dlq_resolved_at IS NULL" if columns.stamps_landings else ""
     )
-    touched = {"_dlq_run_id": F.lit(run_id), "_dlq_updated_at": F.current_timestamp()}
-    landed = touched | {"_dlq_resolved_at": F.current_timestamp(), "_dlq_updated_by": F.lit(landing)}
+    touched = {"_dlq_run_id": sql_string(run_id), "_dlq_updated_at": "current_timestamp()"}
     failed_again = touched | {
-        "_dlq_status": F.when(at_cap, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED)),
-        **({ATTEMPT: next_attempt} if columns.counts_attempts else {}),
-        "_dlq_failed_rules": F.col(f"new.{FAILED_RULES}"),
-        "_dlq_errors": error_details(F.col(f"new.{FAILED_RULES}"), action.rules),
-        "_dlq_reason": F.when(at_cap, F.lit(f"failed validation after {max_attempts} attempts (cap {max_attempts})")),
-        "_dlq_updated_by": F.lit(RECYCLED_STREAM),
-        "_dlq_resolved_at": F.when(at_cap, F.current_timestamp()),
-        "_dlq_resolved_by": F.when(at_cap, F.lit(RECYCLED_STREAM)),
+        "_dlq_status": f"CASE WHEN {at_cap} THEN '{EXHAUSTED}' ELSE '{QUARANTINED}' END",
+        **({ATTEMPT: f"CASE WHEN {at_cap} THEN {attempt} ELSE {attempt} + 1 END"} if columns.counts_attempts else {}),
+        "_dlq_failed_rules": f"new.{FAILED_RULES}",
+        "_dlq_errors": f"new.{ERRORS}",
+        "_dlq_reason": f"CASE WHEN {at_cap} THEN 'failed validation on each of its {max_attempts} attempt(s) "
+        f"(cap {max_attempts})' END",
+        "_dlq_updated_by": f"'{RECYCLED_STREAM}'",
+        "_dlq_resolved_at": f"CASE WHEN {at_cap} THEN current_timestamp() END",
+        "_dlq_resolved_by": f"CASE WHEN {at_cap} THEN '{RECYCLED_STREAM}' END",
     }
-    merge = (
-        DeltaTable.forPath(spark, inbox_path)
-        .alias("dlq")
-        .merge(judged.alias("new"), same_attempt("dlq", "new", action.quarantine.source_table, columns))
-    )
+    clauses = [when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) > 0", columns.inbox_values(failed_again))]
     if columns.stamps_landings:
-        merge = merge.whenMatchedUpdate(
-            condition=f"{unsettled} AND size(new.{FAILED_RULES}) = 0", set=columns.inbox_values(landed)
-        )
-    merge = merge.whenMatchedUpdate(
-        condition=f"{unsettled} AND size(new.{FAILED_RULES}) > 0", set=columns.inbox_values(failed_again)
-    )
-    retry_on_conflict(merge.execute)
+        untagged = f"NOT startswith(coalesce(dlq._dlq_updated_by, ''), '{RECYCLED_STREAM}:')"
+        tagged = touched | {"_dlq_updated_by": sql_string(landing.tag)}
+        clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0 AND {untagged}", tagged))
+    merge_into(inbox_path, judged, same_attempt("dlq", "new", action.quarantine.source_table, columns), clauses)
 
 
 def _landing_outcomes(
     spark: SparkSession,
+    warehouse: Warehouse,
     inbox_path: str,
     judged: DataFrame,
     action: DataQualityAction,
     columns: DlqColumns,
-    landing: str,
+    landing: Landing,
 ) -> DataFrame:
-    """Each row's outcome, read back from the inbox: only rows this landing stamped are appended,
-    so a row landed by an earlier stream (a reset checkpoint) is never appended twice.
+    """Each row's outcome, read back from the inbox: only rows tagged with this landing are appended.
 
-    Without the stamp, a passing row lands and a failing one is back in the inbox: the append's
-    transaction id still keeps a replayed batch from landing twice.
+    A passing row tagged by another landing, and not stamped, was left by a crash between that landing's
+    append and its stamp, and then a reset checkpoint: if the validated table's log holds that append,
+    the row has landed; if not, it is tagged again with this landing and lands now. Without the tag
+    columns, a passing row lands and a failing one is back in the inbox: the append's transaction id
+    still keeps a replayed batch from landing twice.
     """
     passed = F.size(FAILED_RULES) == 0
     if not columns.stamps_landings:
         return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED)))
-    settled = (
+    settled = _settled(spark, inbox_path, judged, action, columns)
+    others = [
+        Landing.from_tag(action, row["_dlq_updated_by"])
+        for row in settled.where(
+            passed & F.col("_dlq_resolved_at").isNull() & (F.col("_dlq_updated_by") != landing.tag)
+        )
+        .where(F.startswith("_dlq_updated_by", F.lit(f"{RECYCLED_STREAM}:")))
+        .select("_dlq_updated_by")
+        .distinct()
+        .collect()
+    ]
+    landed_elsewhere = [other.tag for other in others if other.committed(warehouse)]
+    never_landed = [other.tag for other in others if other.tag not in landed_elsewhere]
+    if never_landed:
+        _tag_again(spark, inbox_path, judged, action, columns, never_landed, landing)
+        settled = _settled(spark, inbox_path, judged, action, columns)
+    same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
+    next_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT) + (1 if columns.counts_attempts else 0)
+    tagged = F.col("_dlq_updated_by")
+    outcome = (
+        F.when(passed & same_attempt_row & (tagged == landing.tag), F.lit(LANDS))
+        .when(
+            passed & same_attempt_row & (F.col("_dlq_resolved_at").isNotNull() | tagged.isin(landed_elsewhere)),
+            F.lit(ALREADY_LANDED),
+        )
+        .when(~passed & next_attempt_row & (F.col("_dlq_status") == QUARANTINED), F.lit(QUARANTINED))
+        .when(~passed & same_attempt_row & (F.col("_dlq_status") == EXHAUSTED), F.lit(EXHAUSTED))
+        .otherwise(F.lit(UNACCOUNTED))
+    )
+    return settled.withColumn("_outcome", outcome)
+
+
+def _settled(
+    spark: SparkSession, inbox_path: str, judged: DataFrame, action: DataQualityAction, columns: DlqColumns
+) -> DataFrame:
+    """The batch's rows beside their inbox rows as they are now."""
+    inbox = (
         spark.read.format("delta")
         .load(str(inbox_path))
         .alias("settled")
         .where(F.col("_dlq_source_table") == action.quarantine.source_table)
         .select(
             "_dlq_sk",
-            _settled_attempt(columns),
+            columns.attempt("settled").alias("_settled_attempt"),
             "_dlq_status",
             "_dlq_resolved_at",
             "_dlq_updated_by",
         )
     )
-    rows = judged.join(settled, "_dlq_sk", "left")
-    same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
-    next_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT) + (1 if columns.counts_attempts else 0)
-    outcome = (
-        F.when(passed & same_attempt_row & (F.col("_dlq_updated_by") == landing), F.lit(LANDS))
-        .when(passed & same_attempt_row & F.col("_dlq_resolved_at").isNotNull(), F.lit(ALREADY_LANDED))
-        .when(~passed & next_attempt_row, F.col("_dlq_status"))
-        .otherwise(F.lit(UNACCOUNTED))
+    return judged.join(inbox, "_dlq_sk", "left")
+
+
+def _tag_again(
+    spark: SparkSession,
+    inbox_path: str,
+    judged: DataFrame,
+    action: DataQualityAction,
+    columns: DlqColumns,
+    never_landed: list[str],
+    landing: Landing,
+) -> None:
+    orphaned = ", ".join(sql_string(tag) for tag in never_landed)
+    condition = (
+        f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL AND size(new.{FAILED_RULES}) = 0 "
+        f"AND dlq._dlq_updated_by IN ({orphaned})"
     )
-    return rows.withColumn("_outcome", outcome)
+    values = {"_dlq_updated_at": "current_timestamp()", "_dlq_updated_by": sql_string(landing.tag)}
+    on = same_attempt("dlq", "new", action.quarantine.source_table, columns)
+    merge_into(inbox_path, judged, on, [when_matched_update(condition, columns.inbox_values(values))])
 
 
-def _settled_attempt(columns: DlqColumns) -> Column:
-    return columns.attempt("settled").alias("_settled_attempt")
+def _stamp_landed(
+    spark: SparkSession, inbox_path: str, outcomes: DataFrame, action: DataQualityAction, columns: DlqColumns
+) -> None:
+    """Rows whose append has committed are stamped landed. Their failed rules were those of the attempt
+    before the fix: they move into the reason, as history, and the row fails no rule now."""
+    landed = outcomes.where(F.col("_outcome").isin(LANDS, ALREADY_LANDED) & F.col("_dlq_resolved_at").isNull())
+    attempt = f"coalesce(dlq.{ATTEMPT}, 1)" if columns.counts_attempts else "1"
+    earlier_failures = "array_join(transform(dlq._dlq_failed_rules, failure -> failure.name), ', ')"
+    values = {
+        "_dlq_resolved_at": "current_timestamp()",
+        "_dlq_resolved_by": f"'{RECYCLED_STREAM}'",
+        "_dlq_updated_at": "current_timestamp()",
+        "_dlq_reason": f"concat('landed on attempt ', {attempt}, '; before its fix it failed: ', {earlier_failures})",
+        "_dlq_failed_rules": f"CAST(array() AS {INBOX_CORE_COLUMNS['_dlq_failed_rules']})",
+        "_dlq_errors": f"CAST(array() AS {INBOX_CONTEXT_COLUMNS['_dlq_errors']})",
+    }
+    condition = f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL"
+    on = same_attempt("dlq", "new", action.quarantine.source_table, columns)
+    merge_into(inbox_path, landed, on, [when_matched_update(condition, columns.inbox_values(values))])
+
+
+def _refuse_unaccounted(outcomes: DataFrame, count: dict[str, int], action: DataQualityAction, batch_id: int) -> None:
+    """A row that neither lands nor is back in the inbox fails the batch before anything of it lands:
+    the run fails, the checkpoint does not move past the batch, and the next run retries it."""
+    if not count.get(UNACCOUNTED):
+        return
+    keys = [row["_dlq_sk"] for row in outcomes.where(F.col("_outcome") == UNACCOUNTED).limit(5).collect()]
+    raise _unaccounted(
+        action,
+        batch_id,
+        f"{count[UNACCOUNTED]} row(s) (keys {keys}) are neither landed nor back in the inbox: their inbox row is "
+        "missing or at another attempt",
+    )
+
+
+def _unaccounted(action: DataQualityAction, batch_id: int, what: str) -> DataQualityFailure:
+    return DataQualityFailure(
+        codes.RECYCLE_UNACCOUNTED,
+        f"recycled batch {batch_id} of {action.name}: {what}. Nothing of the batch was stamped landed; the next "
+        "run retries it",
+        file=action.config_file,
+        field=action.name,
+    )
 
 
 def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> RecycleReport:
