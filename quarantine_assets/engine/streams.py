@@ -78,8 +78,10 @@ def observed_metrics(observation: Observation) -> dict | None:
 
 
 def writer_id(action: DataQualityAction, stream_name: str, stream_id: str) -> str:
-    """The Delta transaction id of one action's stream: appends are idempotent on (writer id, batch id)."""
-    return f"quarantine_assets/{action.owner}/{stream_name}/{stream_id}"
+    """The Delta transaction id of one action's stream: appends are idempotent on (writer id, batch id).
+    Keyed like the stream's checkpoint (by the action's key, not its owner), so that an action moved to
+    another pipeline or code location, or handed over by `transfer-claim`, replays under the same id."""
+    return f"quarantine_assets/{action.key}/{stream_name}/{stream_id}"
 
 
 def run_action_stream(

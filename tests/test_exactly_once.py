@@ -1,0 +1,151 @@
+"""The windows between two commits of the recycle path, and the identity of an action's writes: each one
+opened by a fault injected at that point (a raise, as a kill would stop the step), then the step re-run."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+
+import pytest
+from builders import ORDERS_SCHEMA
+from graph_driver import Loop
+
+from quarantine_assets.engine import outbox, recycled
+from quarantine_assets.engine.operator import fix_rows
+from quarantine_assets.engine.recycled import run_recycled
+from quarantine_assets.engine.retention import purge_resolved
+from quarantine_assets.engine.split import split_batch
+from quarantine_assets.errors import DataQualityFailure
+
+
+class Killed(RuntimeError):
+    """Stands for a kill of the step at the point where it is raised."""
+
+
+def kill_once(monkeypatch, module, name: str):
+    """Raise `Killed` at the first call of `module.name`, before it runs."""
+    original = getattr(module, name)
+    calls = []
+
+    def killed(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise Killed(name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, killed)
+
+
+def recycle(loop) -> None:
+    """The recycle path's two steps, as the engine runs them, so that a kill surfaces as itself."""
+    outbox.run_outbox(loop.spark, loop.action, loop.warehouse, "killed run")
+    run_recycled(loop.spark, loop.action, loop.warehouse, "killed run")
+
+
+@pytest.fixture
+def loop(spark, warehouse, tmp_path):
+    return Loop(spark, warehouse, tmp_path)
+
+
+def test_a_kill_before_the_landing_append_then_a_purge_loses_no_fixed_row(loop, spark, warehouse, monkeypatch):
+    """The row is stamped landed only once it has landed: a purge in between finds nothing to delete."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    kill_once(monkeypatch, recycled, "append_once")
+    with pytest.raises(Killed):
+        recycle(loop)
+    purged = purge_resolved(spark, warehouse, loop.action, timedelta(0), dry_run=False, by="test")
+    loop.run_recycle()
+
+    assert purged.rows == 0
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+    assert loop.inbox_row(1)["_dlq_resolved_at"] is not None
+
+
+def test_a_kill_between_the_landing_append_and_its_stamp_then_a_reset_checkpoint_lands_once(
+    loop, warehouse, monkeypatch
+):
+    """The validated table's log says the landing committed: the row is stamped, not appended again."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    kill_once(monkeypatch, recycled, "_stamp_landed")
+    with pytest.raises(Killed):
+        recycle(loop)
+    shutil.rmtree(warehouse.checkpoint(loop.action.key, "recycled"))
+    loop.run_recycle()
+
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+    row = loop.inbox_row(1)
+    assert row["_dlq_resolved_at"] is not None and row["_dlq_reason"].startswith("landed on attempt 1")
+
+
+def test_a_row_fixed_again_while_the_outbox_runs_lands_once_with_its_last_fix(loop, spark, warehouse, monkeypatch):
+    """The outbox read the first fix; the operator fixed the row again before its MERGE."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=10)
+    key = loop.key_of(1)
+    mark = outbox._mark_recycled
+    fixed_again = []
+
+    def operator_fixes_again_first(*args, **kwargs):
+        if not fixed_again:
+            fixed_again.append(fix_rows(spark, warehouse, loop.action, [key], set_fields={"order_id": 11}, by="op"))
+        return mark(*args, **kwargs)
+
+    monkeypatch.setattr(outbox, "_mark_recycled", operator_fixes_again_first)
+    loop.run_recycle()
+    loop.run_recycle()
+
+    assert loop.validated() == [(1, 11, 1.0, "EUR")]
+    sent = spark.read.format("delta").load(str(warehouse.path(loop.action.quarantine.outbox_table)))
+    assert sent.count() == 1
+
+
+def test_a_kill_between_the_outbox_marking_and_its_append_sends_the_row_once(loop, spark, warehouse, monkeypatch):
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    kill_once(monkeypatch, outbox, "append_to_dlq_table")
+    with pytest.raises(Killed):
+        recycle(loop)
+    loop.run_recycle()
+
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+    sent = spark.read.format("delta").load(str(warehouse.path(loop.action.quarantine.outbox_table)))
+    assert sent.count() == 1
+
+
+def test_a_recycled_row_without_its_inbox_row_fails_the_batch_with_a_code(loop, spark, warehouse):
+    """Unaccounted rows are retried, never committed past."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    outbox.run_outbox(spark, loop.action, warehouse, "run")
+    spark.sql(f"DELETE FROM delta.`{warehouse.path(loop.action.quarantine.dlq_table)}`")
+
+    with pytest.raises(DataQualityFailure) as refused:
+        run_recycled(spark, loop.action, warehouse, "run")
+    assert refused.value.code == "QA-DQ-003"
+    assert "neither landed nor back in the inbox" in str(refused.value)
+    with pytest.raises(DataQualityFailure):  # the checkpoint did not move past it
+        run_recycled(spark, loop.action, warehouse, "again")
+    assert loop.validated() == []
+
+
+def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_identity(spark, warehouse):
+    """A crash after both commits and before the checkpoint's; the action then moved (`transfer-claim`)."""
+    from builders import orders_action
+
+    from quarantine_assets.engine.tables import create_dlq_tables
+
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")]
+    spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
+    batch = spark.read.format("delta").load(str(warehouse.path(action.source.table)))
+    split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="before the move")
+    moved = action.model_copy(update={"pipeline": "elsewhere"})
+    replay = split_batch(spark, batch, 0, "stream-1", moved, warehouse, run_id="after the move")
+
+    validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    assert (validated.count(), inbox.count()) == (1, 1)
+    assert (replay.rows_read, replay.rows_validated, replay.rows_held_in_inbox) == (2, 1, 1)
