@@ -42,6 +42,7 @@ PER_RUN_COLUMNS = {
     "_dlq_updated_at",
     "_dlq_updated_by",
     "_dlq_recycled_at",
+    "_dlq_fixed_at",
     "_dlq_arrived_at",  # each run generates its own input files
 }
 # A two-core cluster: Spark's cluster-sized defaults would turn each small MERGE into hundreds of tasks.

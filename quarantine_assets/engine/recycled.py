@@ -281,14 +281,14 @@ def _tag_again(
 def _stamp_landed(
     spark: SparkSession, inbox_path: str, outcomes: DataFrame, action: DataQualityAction, columns: DlqColumns
 ) -> None:
-    """Rows whose append has committed are stamped landed. Their failed rules were those of the attempt
-    before the fix: they move into the reason, as history, and the row fails no rule now."""
+    """Rows whose append has committed are stamped landed; `_dlq_resolved_by` stays the operator whose fix
+    landed. Their failed rules were those of the attempt before the fix: they move into the reason, as
+    history, and the row fails no rule now."""
     landed = outcomes.where(F.col("_outcome").isin(LANDS, ALREADY_LANDED) & F.col("_dlq_resolved_at").isNull())
     attempt = f"coalesce(dlq.{ATTEMPT}, 1)" if columns.counts_attempts else "1"
     earlier_failures = "array_join(transform(dlq._dlq_failed_rules, failure -> failure.name), ', ')"
     values = {
         "_dlq_resolved_at": "current_timestamp()",
-        "_dlq_resolved_by": f"'{RECYCLED_STREAM}'",
         "_dlq_updated_at": "current_timestamp()",
         "_dlq_reason": f"concat('landed on attempt ', {attempt}, '; before its fix it failed: ', {earlier_failures})",
         "_dlq_failed_rules": f"CAST(array() AS {INBOX_CORE_COLUMNS['_dlq_failed_rules']})",
