@@ -46,9 +46,9 @@ from quarantine_assets.engine.validated import added_columns, create_validated_t
 from quarantine_assets.engine.verdict import (
     VerdictStage,
     judge,
+    judged_once,
+    judged_outcomes,
     kept_rows,
-    rejected_rows,
-    staged_outcomes,
     verdict_counts,
     without_verdict,
 )
@@ -106,7 +106,7 @@ def split_batch(
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
-    In quarantine mode both are written from one verdict, staged on disk (see `verdict`); in dqe
+    In quarantine mode both are written from one verdict (see `verdict`); in dqe
     mode the rejected rows are dropped, so one write judges them. What each table received is
     Delta's count of the rows its commit wrote. `parsing` is how a CSV or JSON source's records were
     parsed: it explains those that did not.
@@ -118,15 +118,19 @@ def split_batch(
     parsing = parsing if RECORD_PARSES in rules else None
     stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
     judged = judge(batch, rules, with_action(rules, "drop"), with_source_file=isinstance(action.source, DeltaSource))
-    if not stage.is_complete():
-        earlier = _written_earlier(warehouse, action, writer, batch_id)
-        if earlier is not None:
-            return earlier
-        stage.write(judged)
-    staged = stage.read(spark, judged)
-    counts = verdict_counts(staged, rules, parsing)
-    added = _append_validated(spark, warehouse, action, without_verdict(kept_rows(staged), rules), writer, batch_id)
-    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
+    rows_validated = _validated_earlier(warehouse, action, writer, batch_id)
+    added = []
+    if rows_validated is None:
+        # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
+        judged = judged_once(judged)
+        counts = stage.write(judged, rules, parsing)  # before the first commit: the job that judges the batch
+        added = _append_validated(spark, warehouse, action, without_verdict(kept_rows(judged), rules), writer, batch_id)
+        rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
+    elif stage.is_complete():
+        # A crash between the two commits: the inbox receives the rows the first attempt rejected.
+        counts = verdict_counts(stage.read(spark, judged), rules, parsing).with_kept(rows_validated)
+    else:
+        return _written_earlier(warehouse, action, writer, batch_id, rows_validated)
     held = 0
     if counts.rejected:
         provenance = Provenance(
@@ -137,12 +141,11 @@ def split_batch(
             stream_id=stream_id,
             batch_id=batch_id,
         )
-        rejected = rejected_rows(staged)
+        rejected = stage.read(spark, judged)
         if isinstance(action.source, DeltaSource):
             rejected = with_delta_file_context(spark, rejected, action.source, warehouse)
-        outcomes = dict(zip((rule.name for rule in rules), staged_outcomes(rules)))
         reason = parse_reason(parsing) if parsing else None
-        explained = without_verdict(with_failed_rules(rejected, rules, reason, outcomes), rules)
+        explained = without_verdict(with_failed_rules(rejected, rules, reason, judged_outcomes(rules)), rules)
         quarantine = action.quarantine
         records = inbox_records(redacted(explained, quarantine.sensitive_columns, quarantine.redaction), provenance)
         held = append_to_dlq_table(spark, records, warehouse, quarantine.dlq_table, writer, batch_id)
@@ -212,15 +215,19 @@ def _added_warnings(action: DataQualityAction, added: list[str]) -> list[str]:
     return [f"source columns {added} were added to validated table {action.target_table}"] if added else []
 
 
-def _written_earlier(warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int) -> SplitReport | None:
-    """The report of a batch whose commits were all made before a crash, from Delta's own counts; None
-    when its validated commit is not there. A stage is removed only once both commits hold its batch, so
-    without one, a validated commit of the batch says that the inbox commit, if it had rows, is there too."""
+def _validated_earlier(warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int) -> int | None:
+    """The rows the validated commit of the batch wrote, by Delta's count; None when there is no such commit."""
     if not warehouse.is_delta_table(action.target_table):
         return None
-    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id)
-    if rows_validated is None:
-        return None
+    return committed_rows(warehouse.log(action.target_table), writer, batch_id)
+
+
+def _written_earlier(
+    warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int, rows_validated: int
+) -> SplitReport:
+    """The report of a batch whose commits were all made before a crash, from Delta's own counts. A stage
+    is removed only once both commits hold its batch, so without one, the validated commit of the batch
+    says that the inbox commit, if it had rows, is there too."""
     held = committed_rows(warehouse.log(action.quarantine.dlq_table), writer, batch_id) or 0
     return SplitReport(
         batches=1,

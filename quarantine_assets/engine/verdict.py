@@ -3,17 +3,18 @@
 Rules may read the clock (`current_timestamp()`), draw at random or call a function; the source may
 lose or rewrite a file, or be vacuumed, after the batch was read. Judged twice, in the two queries
 that feed the validated table and the inbox, such a batch puts rows in both tables or in neither.
-So the batch is read and judged in one query whose result is written as Parquet beside the split's
-checkpoint, and both appends read that stage. A re-run of the batch after a crash, minutes or days
-later, finds the stage and writes from it instead of judging again; the stage is removed once both
-commits hold the batch.
+So the batch is read and judged once, into a local checkpoint that both appends read, and its
+rejected rows are written as Parquet beside the split's checkpoint before the first commit. A re-run
+after a crash between the two commits, minutes or days later, writes the inbox from that stage
+instead of judging again; before the validated commit nothing of the batch is written, so a re-run
+judges it afresh. The stage is removed once both commits hold the batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
@@ -54,9 +55,19 @@ def _all(columns: list[Column]) -> Column:
     return both
 
 
-def staged_outcomes(rules: list[Rule]) -> list[Column]:
-    """Each rule's outcome as the stage recorded it, in the order of `rules`."""
-    return [F.col(outcome_column(index)) for index in range(len(rules))]
+def judged_once(judged: DataFrame) -> DataFrame:
+    """The judged batch, kept in Spark's block store by the first job that computes it (the stage's
+    write), for both appends to read.
+
+    A local checkpoint, not a cache: a cached block that is lost is recomputed, which would judge its
+    rows again, while a lost checkpoint block fails the job that reads it, and the batch is retried.
+    """
+    return judged.localCheckpoint(eager=False)
+
+
+def judged_outcomes(rules: list[Rule]) -> dict[str, Column]:
+    """Each rule's outcome as the judge recorded it, by the rule's name."""
+    return {rule.name: F.col(outcome_column(index)) for index, rule in enumerate(rules)}
 
 
 @dataclass(frozen=True)
@@ -70,10 +81,15 @@ class VerdictCounts:
     def rejected(self) -> int:
         return self.rows - self.kept
 
+    def with_kept(self, kept: int) -> VerdictCounts:
+        """The counts of a stage (rejected rows only) and of the `kept` rows its validated commit holds.
+        Those rows are not read again, so a rule whose failures keep a row counts only the staged ones."""
+        return VerdictCounts(self.rows + kept, self.kept + kept, self.failures_per_rule, self.parse_errors)
+
 
 @dataclass(frozen=True)
 class VerdictStage:
-    """One batch's judged rows, under `<checkpoint>/verdicts/<stream id>/<batch id>`."""
+    """One batch's rejected rows as judged, under `<checkpoint>/verdicts/<stream id>/<batch id>`."""
 
     warehouse: Warehouse
     action_key: str
@@ -92,9 +108,13 @@ class VerdictStage:
     def is_complete(self) -> bool:
         return self.warehouse.holds_file(f"{self._relative}/{_COMPLETE}")
 
-    def write(self, judged: DataFrame) -> None:
-        """Overwrites what a crashed attempt left: nothing was committed from a stage that is not complete."""
-        judged.write.mode("overwrite").partitionBy(KEPT).parquet(self.location)
+    def write(self, judged: DataFrame, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
+        """Writes the rejected rows of `judged`, over what a crashed attempt left (it is written before the
+        batch's first commit), and returns the counts of all its rows, observed on the way."""
+        observation = Observation()
+        rejected = rejected_rows(judged.observe(observation, *_count_columns(rules, parsing)))
+        rejected.write.mode("overwrite").parquet(self.location)
+        return _counts_from(observation.get, rules, parsing)
 
     def read(self, spark: SparkSession, judged: DataFrame) -> DataFrame:
         """The staged rows, typed as `judged` (also when the stage holds no file: a batch of no rows)."""
@@ -104,30 +124,36 @@ class VerdictStage:
         self.warehouse.remove_dir(self._relative)
 
 
-def kept_rows(staged: DataFrame) -> DataFrame:
-    return staged.where(F.col(KEPT))
+def kept_rows(judged: DataFrame) -> DataFrame:
+    return judged.where(F.col(KEPT))
 
 
-def rejected_rows(staged: DataFrame) -> DataFrame:
-    return staged.where(~F.col(KEPT))
+def rejected_rows(judged: DataFrame) -> DataFrame:
+    return judged.where(~F.col(KEPT))
 
 
 def without_verdict(rows: DataFrame, rules: list[Rule]) -> DataFrame:
     return rows.drop(KEPT, *[outcome_column(index) for index in range(len(rules))])
 
 
-def verdict_counts(staged: DataFrame, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
+def verdict_counts(judged: DataFrame, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
+    """The counts of judged rows, in one aggregate: it reads the outcome columns and the raw text of
+    unparsed records, not the rows."""
+    return _counts_from(judged.agg(*_count_columns(rules, parsing)).first().asDict(), rules, parsing)
+
+
+def _count_columns(rules: list[Rule], parsing: RecordParsing | None) -> list[Column]:
     """Rows, kept rows, failures per rule and unparsed records per parse code (all rejected: a record that
-    did not parse fails a drop rule), in one aggregate over the stage: it reads the outcome columns and
-    the raw text of unparsed records, not the rows."""
-    outcomes = dict(zip((rule.name for rule in rules), staged_outcomes(rules)))
-    aggregates = [
+    did not parse fails a drop rule)."""
+    return [
         F.count(F.lit(1)).alias("rows"),
         F.sum(F.col(KEPT).cast("long")).alias("kept"),
-        *failure_columns(rules, outcomes),
+        *failure_columns(rules, judged_outcomes(rules)),
         *(parse_code_counts(parsing) if parsing else []),
     ]
-    counted = staged.agg(*aggregates).first().asDict()
+
+
+def _counts_from(counted: dict, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
     return VerdictCounts(
         rows=int(counted["rows"]),
         kept=int(counted["kept"] or 0),
