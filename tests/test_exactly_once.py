@@ -7,33 +7,19 @@ import shutil
 from datetime import timedelta
 
 import pytest
-from builders import ORDERS_SCHEMA
+from builders import ORDER_RULES, ORDERS_SCHEMA, orders_action
+from faults import Killed, kill_once
 from graph_driver import Loop
+from pyspark.sql import functions as F
 
+from quarantine_assets.config.models import Rule
 from quarantine_assets.engine import outbox, recycled
 from quarantine_assets.engine.operator import fix_rows
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.split import split_batch
+from quarantine_assets.engine.split import run_split, split_batch
+from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure
-
-
-class Killed(RuntimeError):
-    """Stands for a kill of the step at the point where it is raised."""
-
-
-def kill_once(monkeypatch, module, name: str):
-    """Raise `Killed` at the first call of `module.name`, before it runs."""
-    original = getattr(module, name)
-    calls = []
-
-    def killed(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:
-            raise Killed(name)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, killed)
 
 
 def recycle(loop) -> None:
@@ -77,6 +63,34 @@ def test_a_kill_between_the_landing_append_and_its_stamp_then_a_reset_checkpoint
     assert loop.validated() == [(1, 1, 1.0, "EUR")]
     row = loop.inbox_row(1)
     assert row["_dlq_resolved_at"] is not None and row["_dlq_reason"].startswith("landed on attempt 1")
+
+
+def test_a_rerun_after_a_kill_before_the_stamp_keeps_the_first_verdict_of_a_rule_that_draws_at_random(
+    spark, warehouse, monkeypatch
+):
+    """The re-run of the recycled batch judges it again; what the first run settled and landed stays so."""
+    action = orders_action(rules=ORDER_RULES + (Rule(name="coin", expression="rand() < 0.5"),))
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(n, None, 1.0, "EUR") for n in range(40)]  # each fails valid_order_id
+    spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
+    run_split(spark, action, warehouse, "run")
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    fix_rows(spark, warehouse, action, [row["_dlq_sk"] for row in inbox.collect()], set_fields={"order_id": 1}, by="op")
+    outbox.run_outbox(spark, action, warehouse, "run")
+    kill_once(monkeypatch, recycled, "_stamp_landed")
+    with pytest.raises(Killed):
+        run_recycled(spark, action, warehouse, "killed")
+    report = run_recycled(spark, action, warehouse, "rerun")
+
+    validated = spark.read.format("delta").load(str(warehouse.path(action.target_table))).select("row_no").collect()
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    still_open = inbox.where(F.col("_dlq_resolved_at").isNull()).select(F.variant_get("_row_data", "$.row_no", "int"))
+    landed, waiting = [row[0] for row in validated], [row[0] for row in still_open.collect()]
+    assert sorted(landed + waiting) == list(range(40))
+    assert report.rows_appended == report.rows_landed == len(landed)
+    assert inbox.where(F.col("_dlq_resolved_at").isNotNull() & (F.col("_dlq_status") == "recycled")).count() == len(
+        landed
+    )
 
 
 def test_a_row_fixed_again_while_the_outbox_runs_lands_once_with_its_last_fix(loop, spark, warehouse, monkeypatch):

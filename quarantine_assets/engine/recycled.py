@@ -24,6 +24,7 @@ from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import INBOX_CONTEXT_COLUMNS, INBOX_CORE_COLUMNS, Warehouse
 from quarantine_assets.engine.validated import validated_schema
+from quarantine_assets.engine.verdict import judged_once
 from quarantine_assets.errors import DataQualityFailure
 
 RECYCLED_STREAM = "recycled"
@@ -80,15 +81,15 @@ def recycle_batch(
         )
     )
     failed_rules = F.concat(F.col("_type_failures"), failed_rules_column(rules))
-    # Cached so that the MERGEs, the landing join and the append read the outbox batch once.
-    judged = (
-        typed.withColumn(FAILED_RULES, failed_rules)
-        .withColumn(ERRORS, error_details(F.col(FAILED_RULES), action.rules))
-        .persist()
-    )
-    landing = Landing(action, stream_id, batch_id)
-    inbox_path = warehouse.path(action.quarantine.inbox_table)
-    try:
+    # Judged once for the MERGEs, the landing join and the append: a rule that reads the clock or is not
+    # deterministic cannot settle a row one way and land it the other.
+    with judged_once(
+        typed.withColumn(FAILED_RULES, failed_rules).withColumn(
+            ERRORS, error_details(F.col(FAILED_RULES), action.rules)
+        )
+    ) as judged:
+        landing = Landing(action, stream_id, batch_id)
+        inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
         outcomes = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing).persist()
         try:
@@ -110,8 +111,6 @@ def recycle_batch(
                 _stamp_landed(spark, inbox_path, outcomes, action, columns)
         finally:
             outcomes.unpersist()
-    finally:
-        judged.unpersist()
     return RecycleReport(
         batches=1,
         rows_landed=count.get(LANDS, 0),
@@ -158,8 +157,9 @@ def _settle_in_inbox(
     landing: Landing,
 ) -> None:
     """One MERGE: a failing row goes back to quarantined with attempt + 1, or is closed as exhausted at
-    the cap (its attempt stays the last one made); a passing row not tagged by a landing yet is tagged
-    with this one. Only rows still `recycled` and not stamped landed change, so a replay changes nothing.
+    the cap (its attempt stays the last one made); a passing row is tagged with this landing. Only rows
+    still `recycled`, not tagged by a landing and not stamped landed change: what the MERGE decided is
+    recorded in the inbox, and a re-run of the batch, which judges it again, changes nothing.
     """
     max_attempts = action.quarantine.max_attempts
     attempt = f"coalesce(dlq.{ATTEMPT}, 1)"
@@ -179,11 +179,13 @@ def _settle_in_inbox(
         "_dlq_resolved_at": f"CASE WHEN {at_cap} THEN current_timestamp() END",
         "_dlq_resolved_by": f"CASE WHEN {at_cap} THEN '{RECYCLED_STREAM}' END",
     }
+    if columns.stamps_landings:
+        # A row a landing tagged passed when it was judged: a re-run of the batch does not judge it again.
+        unsettled += f" AND NOT startswith(coalesce(dlq._dlq_updated_by, ''), '{RECYCLED_STREAM}:')"
     clauses = [when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) > 0", columns.inbox_values(failed_again))]
     if columns.stamps_landings:
-        untagged = f"NOT startswith(coalesce(dlq._dlq_updated_by, ''), '{RECYCLED_STREAM}:')"
         tagged = touched | {"_dlq_updated_by": sql_string(landing.tag)}
-        clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0 AND {untagged}", tagged))
+        clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0", tagged))
     merge_into(inbox_path, judged, same_attempt("dlq", "new", action.quarantine.source_table, columns), clauses)
 
 
@@ -196,23 +198,22 @@ def _landing_outcomes(
     columns: DlqColumns,
     landing: Landing,
 ) -> DataFrame:
-    """Each row's outcome, read back from the inbox: only rows tagged with this landing are appended.
+    """Each row's outcome, read back from the inbox, where the settling MERGE recorded it (the first time
+    the batch ran): only rows tagged with this landing are appended.
 
-    A passing row tagged by another landing, and not stamped, was left by a crash between that landing's
-    append and its stamp, and then a reset checkpoint: if the validated table's log holds that append,
-    the row has landed; if not, it is tagged again with this landing and lands now. Without the tag
-    columns, a passing row lands and a failing one is back in the inbox: the append's transaction id
+    A row tagged by another landing, and not stamped, was left by a crash between that landing's append
+    and its stamp, and then a reset checkpoint: if the validated table's log holds that append, the row
+    has landed; if not, it is tagged again with this landing and lands now. Without the tag columns, a
+    passing row lands and a failing one is back in the inbox, as judged now: the append's transaction id
     still keeps a replayed batch from landing twice.
     """
-    passed = F.size(FAILED_RULES) == 0
     if not columns.stamps_landings:
+        passed = F.size(FAILED_RULES) == 0
         return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED)))
     settled = _settled(spark, inbox_path, judged, action, columns)
     others = [
         Landing.from_tag(action, row["_dlq_updated_by"])
-        for row in settled.where(
-            passed & F.col("_dlq_resolved_at").isNull() & (F.col("_dlq_updated_by") != landing.tag)
-        )
+        for row in settled.where(F.col("_dlq_resolved_at").isNull() & (F.col("_dlq_updated_by") != landing.tag))
         .where(F.startswith("_dlq_updated_by", F.lit(f"{RECYCLED_STREAM}:")))
         .select("_dlq_updated_by")
         .distinct()
@@ -224,16 +225,21 @@ def _landing_outcomes(
         _tag_again(spark, inbox_path, judged, action, columns, never_landed, landing)
         settled = _settled(spark, inbox_path, judged, action, columns)
     same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
-    next_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT) + (1 if columns.counts_attempts else 0)
-    tagged = F.col("_dlq_updated_by")
+    status, tagged = F.col("_dlq_status"), F.col("_dlq_updated_by")
+    # Back in the inbox: at the next attempt, whatever the operator did with it since.
+    returned = F.col("_settled_attempt") == F.col(ATTEMPT) + 1
+    if not columns.counts_attempts:
+        returned = same_attempt_row & (status == QUARANTINED)
     outcome = (
-        F.when(passed & same_attempt_row & (tagged == landing.tag), F.lit(LANDS))
+        F.when(same_attempt_row & (status == RECYCLED) & (tagged == landing.tag), F.lit(LANDS))
         .when(
-            passed & same_attempt_row & (F.col("_dlq_resolved_at").isNotNull() | tagged.isin(landed_elsewhere)),
+            same_attempt_row
+            & (status == RECYCLED)
+            & (F.col("_dlq_resolved_at").isNotNull() | tagged.isin(landed_elsewhere)),
             F.lit(ALREADY_LANDED),
         )
-        .when(~passed & next_attempt_row & (F.col("_dlq_status") == QUARANTINED), F.lit(QUARANTINED))
-        .when(~passed & same_attempt_row & (F.col("_dlq_status") == EXHAUSTED), F.lit(EXHAUSTED))
+        .when(returned, F.lit(QUARANTINED))
+        .when(same_attempt_row & (status == EXHAUSTED), F.lit(EXHAUSTED))
         .otherwise(F.lit(UNACCOUNTED))
     )
     return settled.withColumn("_outcome", outcome)
@@ -270,8 +276,7 @@ def _tag_again(
 ) -> None:
     orphaned = ", ".join(sql_string(tag) for tag in never_landed)
     condition = (
-        f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL AND size(new.{FAILED_RULES}) = 0 "
-        f"AND dlq._dlq_updated_by IN ({orphaned})"
+        f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_resolved_at IS NULL AND dlq._dlq_updated_by IN ({orphaned})"
     )
     values = {"_dlq_updated_at": "current_timestamp()", "_dlq_updated_by": sql_string(landing.tag)}
     on = same_attempt("dlq", "new", action.quarantine.source_table, columns)

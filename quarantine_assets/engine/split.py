@@ -122,9 +122,10 @@ def split_batch(
     added = []
     if rows_validated is None:
         # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
-        judged = judged_once(judged)
-        counts = stage.write(judged, rules, parsing)  # before the first commit: the job that judges the batch
-        added = _append_validated(spark, warehouse, action, without_verdict(kept_rows(judged), rules), writer, batch_id)
+        with judged_once(judged) as verdict:
+            counts = stage.write(verdict, rules, parsing)  # before the first commit: the job that judges the batch
+            kept = without_verdict(kept_rows(verdict), rules)
+            added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
         rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
     elif stage.is_complete():
         # A crash between the two commits: the inbox receives the rows the first attempt rejected.

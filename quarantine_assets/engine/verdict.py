@@ -12,6 +12,8 @@ judges it afresh. The stage is removed once both commits hold the batch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -55,14 +57,28 @@ def _all(columns: list[Column]) -> Column:
     return both
 
 
-def judged_once(judged: DataFrame) -> DataFrame:
-    """The judged batch, kept in Spark's block store by the first job that computes it (the stage's
-    write), for both appends to read.
+@contextmanager
+def judged_once(judged: DataFrame) -> Iterator[DataFrame]:
+    """The judged batch, kept in Spark's block store by the first job that computes it (for the split, the
+    stage's write) for every later query of the block to read; freed when the block ends.
 
     A local checkpoint, not a cache: a cached block that is lost is recomputed, which would judge its
     rows again, while a lost checkpoint block fails the job that reads it, and the batch is retried.
     """
-    return judged.localCheckpoint(eager=False)
+    checkpointed = judged.localCheckpoint(eager=False)
+    try:
+        yield checkpointed
+    finally:
+        _free(checkpointed)
+
+
+def _free(checkpointed: DataFrame) -> None:
+    """Spark frees a local checkpoint's blocks only once the JVM collects the plan holding them, which in a
+    long-lived process can take long enough for batches' checkpoints to fill the block store. Over Spark
+    Connect the server drops the plan when the client's DataFrame is collected."""
+    plan = getattr(checkpointed, "_jdf", None)  # absent over Spark Connect
+    if plan is not None:
+        plan.queryExecution().analyzed().rdd().unpersist(False)
 
 
 def judged_outcomes(rules: list[Rule]) -> dict[str, Column]:
