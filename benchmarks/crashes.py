@@ -1,8 +1,9 @@
 """SIGKILL at seeded random points of each step, then a rerun, then the invariants read from the tables.
 
     .venv/bin/python benchmarks/crashes.py run --seed 11 --trials 20
+    .venv/bin/python benchmarks/crashes.py aimed --seed 11 --trials 20
 
-Each trial starts the step in a process of its own (Python and its JVM in one process group) and
+`run`: each trial starts the step in a process of its own (Python and its JVM in one process group) and
 kills the whole group with SIGKILL at a random moment of the step, as an out-of-memory kill or a
 lost machine would. This process then reruns the step, lets the rows move on (outbox, recycled),
 and reads the Delta tables directly: every input row is in the validated table once or open in
@@ -10,6 +11,11 @@ the inbox, no inbox key twice, each (key, attempt) in the outbox once, each fixe
 and no row left `fixed` or unlanded `recycled` after the recycle. Steps: split, fix (an operator's
 fix of five rows), outbox, recycled. The first trial of a step is not killed: it times the step,
 from its Spark session to its last commit, and the kill points are drawn over that time.
+
+`aimed`: each trial stops a step at one named point between two of its commits, the windows a random
+kill seldom hits: a fault is raised in this process where the engine calls the function that starts
+the next commit, so nothing after the point runs (the JVM stays up: what a kill would lose in memory,
+the re-run rebuilds from the tables and checkpoints alone). Then the same rerun and checks.
 """
 
 from __future__ import annotations
@@ -34,6 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 app = typer.Typer(no_args_is_help=True)
 STEPS = ("split", "fix", "outbox", "recycled")
 READY, DONE = "ready", "done"
+# Each point between two commits, as the step, the engine module and the function called right after it.
+AIMED_POINTS = {
+    "split: verdict staged, before the validated commit": ("split", "split", "_append_validated"),
+    "split: after the validated commit, before the inbox commit": ("split", "split", "append_to_dlq_table"),
+    "split: after both commits, before the checkpoint commit": ("split", "split", "_refuse_unaccounted"),
+    "outbox: after its MERGE, before its append": ("outbox", "outbox", "append_to_dlq_table"),
+    "recycled: after its settling MERGE, before the append": ("recycled", "recycled", "append_once"),
+    "recycled: after the append, before the landed stamp": ("recycled", "recycled", "_stamp_landed"),
+}
 FIXED_FIELDS = {"order_id": 1, "amount": 1.0, "currency": "EUR"}
 ROWS_PER_BATCH = 60
 KEYS_PER_FIX = 5
@@ -104,6 +119,61 @@ def run(
     typer.echo(write_results("crashes", {"seed": seed, "seconds": round(elapsed), "ok": ok, "steps": results}))
     if not ok:
         raise typer.Exit(1)
+
+
+class Stopped(RuntimeError):
+    """Raised at an aimed point, as a kill would stop the step there."""
+
+
+@app.command()
+def aimed(
+    seed: int = 11,
+    trials: Annotated[int, typer.Option(help="Stopped trials per point.")] = 20,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    import importlib
+
+    from quarantine_assets.engine.session import build_spark_session
+    from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="crash-points-"))
+    spark = build_spark_session()
+    rng = random.Random(seed)
+    results, started = {}, time.perf_counter()
+    for number, (point, (step_name, module_name, function)) in enumerate(AIMED_POINTS.items()):
+        module = importlib.import_module(f"quarantine_assets.engine.{module_name}")
+        warehouse = Warehouse(root / f"point-{number}")
+        action = step_action(step_name)
+        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        outcomes, violations = Counter(), []
+        for trial in range(trials):
+            keys = prepare(spark, warehouse, step_name, action, seed, trial, rng)
+            original = getattr(module, function)
+            setattr(module, function, _stopping(function))
+            try:
+                run_step(spark, warehouse, step_name, action, keys)
+                outcomes["point not reached"] += 1
+            except Stopped:
+                outcomes["stopped"] += 1
+            finally:
+                setattr(module, function, original)
+            problems = recover_and_check(spark, warehouse, step_name, action, seed, trial, keys)
+            violations += [{"trial": trial, "problem": problem} for problem in problems]
+            typer.echo(f"{point}, trial {trial}: {problems or 'ok'}")
+        results[point] = {"trials": trials, "outcomes": dict(outcomes), "violations": violations}
+    ok = not any(result["violations"] for result in results.values())
+    typer.echo(json.dumps(results, indent=1))
+    payload = {"seed": seed, "seconds": round(time.perf_counter() - started), "ok": ok, "points": results}
+    typer.echo(write_results("crash-points", payload))
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _stopping(function: str):
+    def stopped(*args, **kwargs):
+        raise Stopped(function)
+
+    return stopped
 
 
 def prepare(spark, warehouse, step: str, action, seed: int, trial: int, rng: random.Random) -> list[str]:
