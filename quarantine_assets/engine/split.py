@@ -117,13 +117,15 @@ def split_batch(
         return _split_dropping(spark, batch, batch_id, writer, action, warehouse, rules)
     parsing = parsing if RECORD_PARSES in rules else None
     stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
-    judged = judge(batch, rules, with_action(rules, "drop"), with_source_file=isinstance(action.source, DeltaSource))
+    kept_by = with_action(rules, "drop")
+    judged = judge(batch, rules, kept_by, with_source_file=isinstance(action.source, DeltaSource))
     rows_validated = _validated_earlier(warehouse, action, writer, batch_id)
     added = []
     if rows_validated is None:
         # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
         with judged_once(judged) as verdict:
-            counts = stage.write(verdict, rules, parsing)  # before the first commit: the job that judges the batch
+            # Written before the first commit, by the job that judges the batch.
+            counts = stage.write(verdict, rules, kept_by, parsing)
             kept = without_verdict(kept_rows(verdict), rules)
             added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
         rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0

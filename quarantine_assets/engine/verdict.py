@@ -36,18 +36,21 @@ def outcome_column(index: int) -> str:
 
 
 def judge(batch: DataFrame, rules: list[Rule], kept_by: list[Rule], *, with_source_file: bool) -> DataFrame:
-    """The batch with each rule's outcome and whether the row is kept (it passed every rule of `kept_by`).
+    """The batch with each rule's outcome, whether the row is kept (it passed every rule of `kept_by`)
+    and, if `with_source_file`, the file a rejected row was read from.
 
     The row's place in its file is numbered here, before any filter, as `with_source_position` needs.
     The outcomes are computed in a projection of their own and `kept` from them, so a rule that is not
     deterministic is evaluated once per row (Spark does not inline a non-deterministic projection twice).
     """
     rows = with_source_position(batch)
-    if with_source_file:
-        rows = rows.withColumn(SOURCE_FILE, F.nullif(F.input_file_name(), F.lit("")))
     judged = rows.select("*", *[passes(rule).alias(outcome_column(i)) for i, rule in enumerate(rules)])
     kept = [F.col(outcome_column(rules.index(rule))) for rule in kept_by]
-    return judged.withColumn(KEPT, F.lit(True) if not kept else _all(kept))
+    judged = judged.withColumn(KEPT, F.lit(True) if not kept else _all(kept))
+    if with_source_file:
+        # Only a rejected row needs the name of its file; kept in memory for every row, it costs.
+        judged = judged.withColumn(SOURCE_FILE, F.when(~F.col(KEPT), F.nullif(F.input_file_name(), F.lit(""))))
+    return judged
 
 
 def _all(columns: list[Column]) -> Column:
@@ -124,13 +127,33 @@ class VerdictStage:
     def is_complete(self) -> bool:
         return self.warehouse.holds_file(f"{self._relative}/{_COMPLETE}")
 
-    def write(self, judged: DataFrame, rules: list[Rule], parsing: RecordParsing | None) -> VerdictCounts:
+    def write(
+        self, judged: DataFrame, rules: list[Rule], kept_by: list[Rule], parsing: RecordParsing | None
+    ) -> VerdictCounts:
         """Writes the rejected rows of `judged`, over what a crashed attempt left (it is written before the
-        batch's first commit), and returns the counts of all its rows, observed on the way."""
-        observation = Observation()
-        rejected = rejected_rows(judged.observe(observation, *_count_columns(rules, parsing)))
+        batch's first commit), and returns the counts of all its rows, observed on the way: a rule of
+        `kept_by` fails no kept row, so its failures are counted over the rejected rows only."""
+        outcomes = judged_outcomes(rules)
+        failing_kept_rows = [rule for rule in rules if rule not in kept_by]
+        every_row, rejected_row = Observation(), Observation()
+        observed = judged.observe(
+            every_row,
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.col(KEPT).cast("long")).alias("kept"),
+            *failure_columns(failing_kept_rows, outcomes),
+        )
+        rejected = rejected_rows(observed).observe(
+            rejected_row, *failure_columns(kept_by, outcomes), *(parse_code_counts(parsing) if parsing else [])
+        )
         rejected.write.mode("overwrite").parquet(self.location)
-        return _counts_from(observation.get, rules, parsing)
+        counted, counted_rejected = every_row.get, rejected_row.get
+        failures = failures_from(counted, failing_kept_rows) | failures_from(counted_rejected, kept_by)
+        return VerdictCounts(
+            rows=int(counted["rows"]),
+            kept=int(counted["kept"] or 0),
+            failures_per_rule={rule.name: failures[rule.name] for rule in rules},
+            parse_errors=parse_codes_from(counted_rejected, parsing) if parsing else {},
+        )
 
     def read(self, spark: SparkSession, judged: DataFrame) -> DataFrame:
         """The staged rows, typed as `judged` (also when the stage holds no file: a batch of no rows)."""
