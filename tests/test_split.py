@@ -315,3 +315,60 @@ def test_source_files_gone_after_a_crash_between_the_two_commits_lose_no_row(spa
     validated, inbox = sent_and_kept(spark, warehouse, action)
     assert validated + inbox == Counter(row[0] for row in rows)
     assert sum(inbox.values()) == sum(not passes(row) for row in rows) == report.rows_held_in_inbox
+
+
+def test_a_delta_source_vacuumed_after_a_crash_between_the_two_commits_loses_no_row(spark, warehouse, monkeypatch):
+    """Rules that judge alike each time are not kept in memory, but the rejected rows are still staged
+    before the first commit: the re-run writes the inbox from the stage, not from the vacuumed files."""
+    from quarantine_assets.engine import split
+
+    action = orders_action()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = random_orders(random.Random(6), 0, 80)
+    append_source(spark, warehouse, action, rows)
+    source = Path(warehouse.path(action.source.table))
+
+    def crash(*args, **kwargs):
+        for data_file in source.glob("*.parquet"):
+            data_file.unlink()
+        raise RuntimeError("killed between the validated and the inbox commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(split, "append_to_dlq_table", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            run_split(spark, action, warehouse, run_id="crashed")
+    report = run_split(spark, action, warehouse, run_id="rerun")
+
+    validated, inbox = sent_and_kept(spark, warehouse, action)
+    assert validated + inbox == Counter(row[0] for row in rows)
+    assert sum(inbox.values()) == sum(not passes(row) for row in rows) == report.rows_held_in_inbox
+
+
+@pytest.mark.parametrize(
+    ("expression", "alike"),
+    [
+        ("amount >= 0 AND currency IN ('EUR', 'USD')", True),
+        ("coalesce(order_id, 0) % 2 = 0", True),
+        ("order_ts <= current_timestamp()", False),
+        ("order_ts <= now()", False),
+        ("current_date() > DATE'2020-01-01'", False),
+        ("order_ts <= localtimestamp()", False),
+        ("rand() < 0.5", False),
+        ("uuid() < '8'", False),
+        ("qa_test_plus_one(order_id) > 1", False),
+    ],
+)
+def test_only_rules_without_clock_chance_or_function_judge_a_delta_stream_alike_each_time(
+    spark, warehouse, expression, alike
+):
+    from quarantine_assets.engine.rules import passes as rule_passes
+    from quarantine_assets.engine.verdict import judges_alike_each_time
+
+    spark.udf.register("qa_test_plus_one", lambda value: (value or 0) + 1, "int")
+    action = orders_action()
+    spark.createDataFrame([], ORDERS_SCHEMA + ", order_ts TIMESTAMP").write.format("delta").save(
+        str(warehouse.path(action.source.table))
+    )
+    stream = spark.readStream.format("delta").load(str(warehouse.path(action.source.table)))
+
+    assert judges_alike_each_time(stream.select(rule_passes(Rule(name="rule", expression=expression)))) is alike

@@ -28,6 +28,7 @@ from quarantine_assets.engine.rules import (
     batch_counts,
     failure_columns,
     failures_from,
+    passes,
     passes_all,
     rule_column_problems,
     with_action,
@@ -48,6 +49,7 @@ from quarantine_assets.engine.verdict import (
     judge,
     judged_once,
     judged_outcomes,
+    judges_alike_each_time,
     kept_rows,
     verdict_counts,
     without_verdict,
@@ -103,13 +105,15 @@ def split_batch(
     warehouse: Warehouse,
     run_id: str,
     parsing: RecordParsing | None = None,
+    *,
+    judges_alike: bool = False,
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
-    In quarantine mode both are written from one verdict (see `verdict`); in dqe
-    mode the rejected rows are dropped, so one write judges them. What each table received is
-    Delta's count of the rows its commit wrote. `parsing` is how a CSV or JSON source's records were
-    parsed: it explains those that did not.
+    In quarantine mode both are written from one verdict (see `verdict`), kept in Spark's block store
+    unless `judges_alike` (each query of the batch judges its rows alike); in dqe mode the rejected rows
+    are dropped, so one write judges them. What each table received is Delta's count of the rows its
+    commit wrote. `parsing` is how a CSV or JSON source's records were parsed: it explains those that did not.
     """
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
     writer = writer_id(action, SPLIT_STREAM, stream_id)
@@ -123,7 +127,7 @@ def split_batch(
     added = []
     if rows_validated is None:
         # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
-        with judged_once(judged) as verdict:
+        with judged_once(judged, judges_alike=judges_alike) as verdict:
             # Written before the first commit, by the job that judges the batch.
             counts = stage.write(verdict, rules, kept_by, parsing)
             kept = without_verdict(kept_rows(verdict), rules)
@@ -255,6 +259,19 @@ def _refuse_unaccounted(action: DataQualityAction, batch_id: int, rows: int, val
         )
 
 
+def _judges_alike(spark: SparkSession, action: DataQualityAction, stream: DataFrame) -> bool:
+    """Whether each query of a batch judges its rows alike: its rules read no clock and are deterministic,
+    and its source is a Delta table, whose files are never rewritten and whose removed files fail a query,
+    unless Spark is told to skip missing files."""
+    if not isinstance(action.source, DeltaSource):
+        return False
+    skipping = {key.lower(): value for key, value in action.source.options.items()}.get("ignoremissingfiles")
+    if (skipping or spark.conf.get("spark.sql.files.ignoreMissingFiles", "false")).lower() == "true":
+        return False
+    rules = with_record_parses(applicable_rules(action.rules, stream.columns), stream.columns)
+    return judges_alike_each_time(stream.select(*[passes(rule) for rule in rules]))
+
+
 def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQualityAction, batch_id: int) -> None:
     """dqe mode: a violated `fail` rule stops the batch before anything of it is written."""
     if counts.fail_rule_violations:
@@ -272,7 +289,9 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
-        return split_batch(spark, batch, batch_id, stream_id, action, warehouse, run_id, parsing)
+        return split_batch(
+            spark, batch, batch_id, stream_id, action, warehouse, run_id, parsing, judges_alike=judges_alike
+        )
 
     source_rows = read_source_stream(spark, action.source, warehouse)
     sensitive = action.quarantine is not None and bool(action.quarantine.sensitive_columns)
@@ -293,6 +312,7 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
         ]
     if problems:
         raise ConfigError(problems)
+    judges_alike = action.quarantine is not None and _judges_alike(spark, action, stream)
     _refuse_restart_without_checkpoint(warehouse, action)
     # Claimed only once the config is known to be right: a refused run leaves no trace, not even a claim.
     warnings, conf = [], {}

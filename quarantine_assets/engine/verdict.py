@@ -8,10 +8,16 @@ rejected rows are written as Parquet beside the split's checkpoint before the fi
 after a crash between the two commits, minutes or days later, writes the inbox from that stage
 instead of judging again; before the validated commit nothing of the batch is written, so a re-run
 judges it afresh. The stage is removed once both commits hold the batch.
+
+Keeping the judged batch in Spark's block store costs a copy of every row. It is needed only where judging
+again could decide otherwise: rules over a Delta source's immutable files that read no clock and that Spark
+knows to be deterministic give the same verdict each time, so there the appends judge the batch again
+instead, and the stage still holds the rejected rows before the first commit.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +34,9 @@ from quarantine_assets.engine.tables import Warehouse, checkpoint_folder
 KEPT = "_qa_kept"
 _OUTCOME_PREFIX = "_qa_passes_"
 _COMPLETE = "_SUCCESS"  # Spark's file committer writes it last, when every file of the stage is in place
+# What Spark deems deterministic but can still differ between two queries of one batch: the clock (replaced
+# by a literal per query) and functions whose body Spark cannot see (a UDF is deterministic unless told).
+_DIFFERS_BETWEEN_QUERIES = re.compile(r'"class":"[\w.$]*\.(Current\w*|Now|LocalTimestamp|\w*UDF\w*)"')
 
 
 def outcome_column(index: int) -> str:
@@ -60,14 +69,29 @@ def _all(columns: list[Column]) -> Column:
     return both
 
 
+def judges_alike_each_time(judging: DataFrame) -> bool:
+    """Whether computing `judging` (rows and the outcomes of their rules) again gives the same outcomes:
+    Spark's analyzed plan is deterministic and reads neither the clock nor a user function. Over Spark
+    Connect the client holds no plan to read, so the answer is no."""
+    plan = getattr(judging, "_jdf", None)
+    if plan is None:
+        return False
+    analyzed = plan.queryExecution().analyzed()
+    return bool(analyzed.deterministic()) and not _DIFFERS_BETWEEN_QUERIES.search(analyzed.toJSON())
+
+
 @contextmanager
-def judged_once(judged: DataFrame) -> Iterator[DataFrame]:
-    """The judged batch, kept in Spark's block store by the first job that computes it (for the split, the
-    stage's write) for every later query of the block to read; freed when the block ends.
+def judged_once(judged: DataFrame, *, judges_alike: bool = False) -> Iterator[DataFrame]:
+    """The judged batch as every later query of the block reads it: kept in Spark's block store by the
+    first job that computes it (for the split, the stage's write), freed when the block ends; or, when
+    `judges_alike` (the rows and their outcomes come out the same each time they are computed), as it is.
 
     A local checkpoint, not a cache: a cached block that is lost is recomputed, which would judge its
     rows again, while a lost checkpoint block fails the job that reads it, and the batch is retried.
     """
+    if judges_alike:
+        yield judged
+        return
     checkpointed = judged.localCheckpoint(eager=False)
     try:
         yield checkpointed
