@@ -129,6 +129,7 @@ class Stopped(RuntimeError):
 def aimed(
     seed: int = 11,
     trials: Annotated[int, typer.Option(help="Stopped trials per point.")] = 20,
+    steps: Annotated[str, typer.Option(help="Comma-separated steps whose points to try.")] = ",".join(STEPS),
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
     import importlib
@@ -141,6 +142,8 @@ def aimed(
     rng = random.Random(seed)
     results, started = {}, time.perf_counter()
     for number, (point, (step_name, module_name, function)) in enumerate(AIMED_POINTS.items()):
+        if step_name not in steps.split(","):
+            continue
         module = importlib.import_module(f"quarantine_assets.engine.{module_name}")
         warehouse = Warehouse(root / f"point-{number}")
         action = step_action(step_name)
