@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import math
 import os
 import signal
 import sys
@@ -399,6 +400,13 @@ def purge(
     by: ByOption = None,
 ) -> None:
     """Delete resolved rows (landed, discarded, exhausted) past retention; quarantined and fixed rows stay."""
+    if older_than_days is not None and not (math.isfinite(older_than_days) and older_than_days >= 0):
+        raise OperatorError(
+            codes.BAD_AGE,
+            f"--older-than-days must be a number of days, 0 or more, got {older_than_days}: a negative age would "
+            "delete rows resolved from now on, that is every resolved row. Nothing was deleted",
+            field="--older-than-days",
+        )
     workspace: Workspace = context.obj
     quarantined = [action for action in workspace.project.actions if action.quarantine is not None]
     actions = [workspace.action(source)] if source else quarantined

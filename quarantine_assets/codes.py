@@ -118,6 +118,9 @@ NOT_LOCATABLE = _code(
     "QA-OPS-013", "a row's record cannot be found by line: its format or reader options, or its file is gone or changed"
 )
 RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an action that sets no retention_days")
+KEY_REPEATED = _code("QA-OPS-014", "one command names the same row key more than once")
+NOT_A_FINITE_NUMBER = _code("QA-OPS-015", "a value to set is NaN or infinite, which no column of a payload keeps")
+BAD_AGE = _code("QA-OPS-016", "--older-than-days is negative or not a number")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

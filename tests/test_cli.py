@@ -101,3 +101,12 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
         app, ["--warehouse", str(tmp_path), "discard", key, "--source", "demo.bronze.customers", "--reason", "x"]
     )
     assert isinstance(refused.exception, OperatorError) and refused.exception.code == "QA-OPS-002"
+    for command, code in (
+        (["fix", key, key, "--source", "demo.bronze.orders", "--set", "order_id=78"], "QA-OPS-014"),
+        (["fix", key, "--source", "demo.bronze.orders", "--set", "amount=NaN"], "QA-OPS-015"),
+        (["fix", key, "--source", "demo.bronze.orders", "--set", "amount=-Infinity"], "QA-OPS-015"),
+        (["purge", "--older-than-days", "-1"], "QA-OPS-016"),
+        (["purge", "--older-than-days", "nan"], "QA-OPS-016"),
+    ):
+        refused = runner.invoke(app, ["--warehouse", str(tmp_path), *command])
+        assert isinstance(refused.exception, OperatorError) and refused.exception.code == code, refused.output

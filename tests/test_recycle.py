@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
 
@@ -141,8 +142,44 @@ def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
             lambda loop, key: discard_rows(loop.spark, loop.warehouse, loop.action, [key], reason=" ", by="t"),
             "QA-OPS-006",
         ),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark, loop.warehouse, loop.action, [key, key], set_fields={"order_id": 1}, by="t"
+            ),
+            "QA-OPS-014",
+        ),
+        (
+            lambda loop, key: discard_rows(loop.spark, loop.warehouse, loop.action, [key, key], reason="dup", by="t"),
+            "QA-OPS-014",
+        ),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark, loop.warehouse, loop.action, [key], set_fields={"order_id": 1, "amount": math.nan}, by="t"
+            ),
+            "QA-OPS-015",
+        ),
+        (
+            lambda loop, key: fix_rows(
+                loop.spark,
+                loop.warehouse,
+                loop.action,
+                [key],
+                payload={"row_no": 1, "order_id": 1, "amount": -math.inf, "currency": "EUR"},
+                by="t",
+            ),
+            "QA-OPS-015",
+        ),
     ],
-    ids=["unknown-key", "other-source", "unknown-field", "discard-without-reason"],
+    ids=[
+        "unknown-key",
+        "other-source",
+        "unknown-field",
+        "discard-without-reason",
+        "fix-names-a-key-twice",
+        "discard-names-a-key-twice",
+        "nan",
+        "infinity-in-a-payload",
+    ],
 )
 def test_refused_operator_change_has_a_code_and_changes_nothing(loop, change, code):
     loop.ingest([(1, None, 1.0, "EUR")])

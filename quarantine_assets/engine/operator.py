@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -98,6 +100,13 @@ def oldest_quarantined_age(rows: DataFrame) -> timedelta | None:
 def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, keys: list[str]) -> dict:
     """Current payload per key, after refusing unknown keys, other sources' keys and closed rows."""
     source_table = action.quarantine.source_table
+    repeated = sorted(key for key, count in Counter(keys).items() if count > 1)
+    if repeated:
+        raise OperatorError(
+            codes.KEY_REPEATED,
+            f"key(s) {repeated} are given more than once; name each row once. Nothing was written",
+            field=repeated[0],
+        )
     found = {
         row["_dlq_sk"]: row
         for row in spark.read.format("delta")
@@ -136,7 +145,26 @@ def _checked_fields(fields: dict[str, Any], allowed: list[str]) -> dict[str, Any
             f"unknown field(s) {unknown}; the validated table has {allowed}",
             field=",".join(unknown),
         )
+    not_finite = sorted(name for name, value in fields.items() if not _finite(value))
+    if not_finite:
+        raise OperatorError(
+            codes.NOT_A_FINITE_NUMBER,
+            f"field(s) {not_finite} are set to NaN or an infinity, which a payload (JSON) cannot hold. "
+            "Nothing was written",
+            field=",".join(not_finite),
+        )
     return fields
+
+
+def _finite(value: Any) -> bool:
+    """Whether `value`, and everything nested in it, is free of NaN and infinities."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
 
 
 def fix_rows(
