@@ -24,11 +24,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
+from quarantine_assets.display import CELL_CHARACTERS, shown
 from quarantine_assets.engine import statuses
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.locate import record_location
@@ -145,7 +147,7 @@ def _print_rows(rows: list, columns: list[str], title: str) -> None:
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*["" if value is None else str(value) for value in row])
+        table.add_row(*[shown(value, CELL_CHARACTERS) for value in row])
     console.print(table)
 
 
@@ -317,12 +319,12 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     workspace: Workspace = context.obj
     row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
     for name, value in row.items():
-        console.print(f"[bold]{name}[/bold]: {value}", highlight=False)
+        console.print(Text.assemble((name, "bold"), ": ", shown(value)), highlight=False)
     location = record_location(row, workspace.action(row["_dlq_source_table"]).source)
     if location:
         console.print(f"[bold]{location.label}[/bold]: {escape(location.where)}", highlight=False)
         if location.text is not None:
-            console.print(location.text, highlight=False, markup=False)
+            console.print(shown(location.text), highlight=False)
 
 
 @app.command()

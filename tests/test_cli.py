@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
+from quarantine_assets.display import CELL_CHARACTERS
 from quarantine_assets.errors import OperatorError
 from quarantine_assets.settings import REPO_ROOT
 
@@ -110,3 +111,43 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
     ):
         refused = runner.invoke(app, ["--warehouse", str(tmp_path), *command])
         assert isinstance(refused.exception, OperatorError) and refused.exception.code == code, refused.output
+
+
+def test_values_that_look_like_markup_or_control_the_terminal_are_printed_as_text(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from quarantine_assets.engine.tables import Warehouse
+
+    wide = {"COLUMNS": "250"}
+    assert runner.invoke(app, ["--warehouse", str(tmp_path), "demo"], env=wide).exit_code == 0
+    inbox = Warehouse(tmp_path).path("demo.ops.dlq")
+    hostile = "[/x] [link=https://example.invalid]click[/link] \x1b[31mred\x1b[0m \r\x08 \u202eexe.txt \u200f"
+    huge = "A" * 10_000_000
+    first = spark.read.format("delta").load(inbox).where(F.col("_dlq_source_table") == "demo.bronze.orders").limit(1)
+    first.select(
+        *[F.col(column) for column in first.columns if column not in ("_dlq_sk", "_row_data", "_dlq_reason")],
+        F.explode(F.array(F.lit("hostile-1"), F.lit("hostile-2"))).alias("_dlq_sk"),
+    ).select(
+        "*",
+        F.when(F.col("_dlq_sk") == "hostile-1", F.lit(hostile)).otherwise(F.lit(huge)).alias("_dlq_reason"),
+        F.to_variant_object(
+            F.struct(F.when(F.col("_dlq_sk") == "hostile-1", F.lit(hostile)).otherwise(F.lit(huge)).alias("note"))
+        ).alias("_row_data"),
+    ).write.format("delta").mode("append").save(inbox)
+
+    listed = runner.invoke(app, ["--warehouse", str(tmp_path), "list", "--limit", "1000"], env=wide)
+    shown = runner.invoke(app, ["--warehouse", str(tmp_path), "show", "hostile-1"], env=wide)
+    shown_huge = runner.invoke(app, ["--warehouse", str(tmp_path), "show", "hostile-2"], env=wide)
+    stats = runner.invoke(app, ["--warehouse", str(tmp_path), "stats"], env=wide)
+
+    for result in (listed, shown, shown_huge, stats):
+        assert result.exit_code == 0, result.output
+        assert not any(character in result.output for character in "\x1b\r\x08\u202e\u200f")
+    for result in (listed, shown):
+        assert "[/x]" in result.output and "[link=https://example.invalid]" in result.output
+        assert "\\x1b[31mred" in result.output and "\\u202eexe.txt" in result.output
+    # The table folds a long cell over several lines; read it without the folds.
+    cells = re.sub(r"[\s│]", "", listed.output)
+    payload = f'{{"note":"{huge}"}}'
+    assert len(listed.output) < 1_000_000 and f"({len(payload) - CELL_CHARACTERS}morecharacters)" in cells
+    assert huge in shown_huge.output.replace("\n", "")  # whole, wrapped at the terminal's width

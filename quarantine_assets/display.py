@@ -1,0 +1,22 @@
+"""Values read from the data, as terminal text: never markup, never a control sequence, bounded in a table."""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+
+# A table cell shows this much of a value; `show` prints a row's values whole.
+CELL_CHARACTERS = 500
+# Control characters (escape sequences, carriage returns, backspaces) and the invisible format characters
+# (bidirectional overrides and marks, zero-width ones) would let a value rewrite what the terminal shows.
+_INVISIBLE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
+
+
+def shown(value: object, limit: int | None = None) -> Text:
+    """`value` as plain text, each control or format character written as its escape (`\\x1b`, `\\u202e`),
+    cut after `limit` characters with a note of how many more there are."""
+    text = "" if value is None else str(value)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit} more characters)"
+    return Text(_INVISIBLE.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text))
