@@ -45,8 +45,8 @@ from quarantine_assets.engine.operator import (
     queue_stats,
 )
 from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.session import DEFAULT_CONNECT_PORT
 from quarantine_assets.engine.source import rules_against_sources
+from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
@@ -256,23 +256,32 @@ def spark_server(
     ),
     port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_CONNECT_PORT,
 ) -> None:
-    """Run a long-lived Spark that the operator commands attach to (QUARANTINE_SPARK_REMOTE), until stopped."""
+    """Run a long-lived Spark that the operator commands attach to (QUARANTINE_SPARK_REMOTE), until stopped.
+
+    It answers only clients that present its token: SPARK_CONNECT_AUTHENTICATE_TOKEN if set, else a new one
+    per start, kept in a file only its user can read, where the attaching commands find it."""
     from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, build_spark_session, connect_server_config
+    from quarantine_assets.engine.spark_server import server_token, token_file
 
     workspace: Workspace = context.obj
-    spark = build_spark_session(warehouse=workspace.warehouse, extra=connect_server_config(host, port))
-    console.print(
-        f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach the operator commands "
-        f"with {SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Ctrl-C stops it.",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
-    )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
-    spark.stop()
+    token = server_token(host, port)
+    try:
+        spark = build_spark_session(warehouse=workspace.warehouse, extra=connect_server_config(host, port, token))
+        console.print(
+            f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach the operator "
+            f"commands with {SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Its token is in {token_file(port)} "
+            "(readable by this user only). Ctrl-C stops it.",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
+        )
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+        spark.stop()
+    finally:
+        token_file(port).unlink(missing_ok=True)
 
 
 @app.command()

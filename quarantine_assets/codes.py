@@ -133,3 +133,6 @@ SPARK_SERVER_UNREACHABLE = _code(
     "QA-RUN-002",
     "the Spark Connect server QUARANTINE_SPARK_REMOTE names does not answer; start it or unset the variable",
 )
+SPARK_SERVER_EXPOSED = _code(
+    "QA-RUN-003", "the Spark server would listen beyond loopback without a token chosen on purpose"
+)

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,14 @@ from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
 from quarantine_assets.engine.claims import claims
+from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT, TOKEN_VARIABLE, token_file
 from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.errors import QuarantineError
 
 CLI = Path(sys.executable).parent / "quarantine-assets"
+STRANGER = (
+    "from pyspark.sql import SparkSession; print(SparkSession.builder.remote('{url}').getOrCreate().range(3).count())"
+)
 WIDE = {"COLUMNS": "250"}
 
 
@@ -81,10 +87,30 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
         assert purged.returncode == 0 and "deleted 1 resolved row(s)" in purged.stdout, purged.stderr
         released = cli("release-claim", "demo.bronze.customers")
         assert released.returncode == 0 and "released demo.bronze.customers" in released.stdout, released.stderr
+
+        token = token_file(port)
+        assert stat.S_IMODE(token.stat().st_mode) == 0o600 and str(token) in announced
+        # A client of its own, without the token the server started with, is turned away.
+        stranger = subprocess.run(
+            [sys.executable, "-c", STRANGER.format(url=f"sc://127.0.0.1:{port}")],
+            env={key: value for key, value in os.environ.items() if key != TOKEN_VARIABLE},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert stranger.returncode != 0 and "UNAUTHENTICATED" in stranger.stderr, stranger.stdout
+        guessing = subprocess.run(
+            [sys.executable, "-c", STRANGER.format(url=f"sc://localhost:{port}/;token=guessed")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert guessing.returncode != 0 and "UNAUTHENTICATED" in guessing.stderr, guessing.stdout
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
     assert server.returncode == 0
+    assert not token_file(port).exists()
 
     after = _payload(spark, warehouse, fixed_key)
     assert after["_dlq_status"] == "fixed" and after["_dlq_updated_by"] == "ops"
@@ -94,3 +120,10 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
     gone = cli("list")
     assert gone.returncode == 1 and "QA-RUN-002" in gone.stderr
+
+
+def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path, monkeypatch):
+    monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
+    refused = CliRunner().invoke(app, ["--warehouse", str(tmp_path), "spark-server", "--host", "0.0.0.0"])
+    assert isinstance(refused.exception, QuarantineError) and refused.exception.code == "QA-RUN-003"
+    assert not token_file(DEFAULT_CONNECT_PORT).exists()

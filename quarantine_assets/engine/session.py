@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from quarantine_assets import codes
 from quarantine_assets.engine.object_store import object_store_config
+from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT, attaching_url
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
 
@@ -21,7 +22,6 @@ DEFAULT_MASTER = "local[*]"
 # A Spark Connect URL (`sc://host:port`): the operator commands attach to that long-lived Spark
 # instead of starting a JVM of their own, which costs most of a command's time.
 SPARK_REMOTE_VARIABLE = "QUARANTINE_SPARK_REMOTE"
-DEFAULT_CONNECT_PORT = 15002
 
 
 def spark_master() -> str:
@@ -114,12 +114,14 @@ def build_spark_session(
     return spark
 
 
-def connect_server_config(host: str, port: int) -> dict[str, str]:
-    """Spark's own Connect service, run inside this driver: clients share its warmed JVM and Delta's caches."""
+def connect_server_config(host: str, port: int, token: str) -> dict[str, str]:
+    """Spark's own Connect service, run inside this driver: clients share its warmed JVM and Delta's caches;
+    it answers only a client that presents `token`."""
     return {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.authenticate.token": token,
     }
 
 
@@ -136,7 +138,7 @@ def operator_session(warehouse: Warehouse) -> SparkSession:
     # Delta's commit conflicts then arrive as Delta's exception classes, which `retry_on_conflict` catches.
     import delta.connect.exceptions  # noqa: F401
 
-    return SparkSession.builder.remote(remote).getOrCreate()
+    return SparkSession.builder.remote(attaching_url(remote)).getOrCreate()
 
 
 def _refuse_unreachable(remote: str) -> None:
