@@ -136,3 +136,6 @@ SPARK_SERVER_UNREACHABLE = _code(
 SPARK_SERVER_EXPOSED = _code(
     "QA-RUN-003", "the Spark server would listen beyond loopback without a token chosen on purpose"
 )
+SPARK_SERVER_PORT_TAKEN = _code(
+    "QA-RUN-004", "the Spark server's port is taken, by a server started before or another program"
+)

@@ -7,6 +7,7 @@ One server for the module: the tests follow the user's order (split, checks, fix
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -321,8 +322,13 @@ def test_the_ui_in_chromium_shows_each_actions_graph_checks_sensor_run_and_the_l
             visit(page, session, f"/runs/{session.runs['recycle']}", "recycle-run", "Success", "dq_orders__recycled")
 
             visit(page, session, "/deployment/locations", "code-locations", BROKEN_LOCATION)
-            page.get_by_text("View error").first.click()
             error = page.get_by_role("dialog")
+            # A click that lands while the page is still wiring its handlers opens nothing: click again.
+            for _ in range(3):
+                page.get_by_role("button", name="View error").click()
+                with contextlib.suppress(AssertionError):
+                    expect(error).to_be_visible(timeout=UI_TIMEOUT_MS // 3)
+                    break
             expect(error).to_contain_text("CodeLocationConfigError: QA-CFG-", timeout=UI_TIMEOUT_MS)
             page.wait_for_timeout(1000)  # the dialog fades in
             page.screenshot(path=SCREENSHOTS / "load-error.png", full_page=True)

@@ -90,6 +90,10 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
         token = token_file(port)
         assert stat.S_IMODE(token.stat().st_mode) == 0o600 and str(token) in announced
+        started_with = token.read_text()
+        second = CliRunner().invoke(app, ["--warehouse", root, "spark-server", "--port", str(port)])
+        assert isinstance(second.exception, QuarantineError) and second.exception.code == "QA-RUN-004"
+        assert token.read_text() == started_with
         # A client of its own, without the token the server started with, is turned away.
         stranger = subprocess.run(
             [sys.executable, "-c", STRANGER.format(url=f"sc://127.0.0.1:{port}")],

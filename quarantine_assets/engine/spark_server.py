@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -46,6 +47,14 @@ def server_token(host: str, port: int) -> str:
             "front of the server), or listen on 127.0.0.1. Nothing was started",
             field="--host",
         )
+    if _answers(host, port):
+        # Its token file is the running server's: overwritten, that server's clients could not attach.
+        raise QuarantineError(
+            codes.SPARK_SERVER_PORT_TAKEN,
+            f"something already listens on {host}:{port}: a server started before, or another program. Attach "
+            "to it, stop it, or choose another --port. Nothing was started",
+            field="--port",
+        )
     token = chosen or secrets.token_urlsafe(32)
     path = token_file(port)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -54,6 +63,14 @@ def server_token(host: str, port: int) -> str:
         written.write(token)
     os.chmod(path, 0o600)  # also when the file was there before, with other permissions
     return token
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 def attaching_url(remote: str) -> str:
