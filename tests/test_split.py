@@ -356,6 +356,8 @@ def test_a_delta_source_vacuumed_after_a_crash_between_the_two_commits_loses_no_
         ("rand() < 0.5", False),
         ("uuid() < '8'", False),
         ("qa_test_plus_one(order_id) > 1", False),
+        ("amount <= (SELECT max(id) FROM range(10))", False),
+        ("order_id IN (SELECT id FROM range(10))", False),
     ],
 )
 def test_only_rules_without_clock_chance_or_function_judge_a_delta_stream_alike_each_time(

@@ -36,8 +36,12 @@ KEPT = "_qa_kept"
 _OUTCOME_PREFIX = "_qa_passes_"
 _COMPLETE = "_SUCCESS"  # Spark's file committer writes it last, when every file of the stage is in place
 # What Spark deems deterministic but can still differ between two queries of one batch: the clock (replaced
-# by a literal per query) and functions whose body Spark cannot see (a UDF is deterministic unless told).
-_DIFFERS_BETWEEN_QUERIES = re.compile(r'"class":"[\w.$]*\.(Current\w*|Now|LocalTimestamp|\w*UDF\w*)"')
+# by a literal per query), functions whose body Spark cannot see (a UDF is deterministic unless told) and
+# subqueries, which read tables that may change between the two queries.
+_DIFFERS_BETWEEN_QUERIES = re.compile(
+    r'"class":"[\w.$]*\.(Current\w*|Now|LocalTimestamp|\w*UDF\w*|ScalarSubquery|Exists|ListQuery|InSubquery'
+    r'|LateralSubquery)"'
+)
 
 
 def outcome_column(index: int) -> str:
