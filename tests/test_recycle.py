@@ -102,6 +102,20 @@ def test_attempt_cap_closes_a_row_that_keeps_failing(spark, warehouse, tmp_path)
     assert refused.value.code == "QA-OPS-003"
 
 
+def test_a_cap_lowered_below_a_rows_attempts_closes_it_with_its_own_count(spark, warehouse, tmp_path):
+    Loop(spark, warehouse, tmp_path, max_attempts=3).ingest([(1, 1, -1.0, "EUR")])
+    first = Loop(spark, warehouse, tmp_path, max_attempts=3)
+    first.fix(1, amount=-2.0)
+    first.run_recycle()
+    assert first.inbox_row(1)["_dlq_attempt"] == 2
+    lowered = Loop(spark, warehouse, tmp_path, max_attempts=1)
+    lowered.fix(1, amount=-3.0)
+    lowered.run_recycle()
+    row = lowered.inbox_row(1)
+    assert row["_dlq_status"] == "exhausted" and row["_dlq_attempt"] == 2
+    assert "each of its 2 attempt(s) (cap 1)" in row["_dlq_reason"]
+
+
 def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
     loop.ingest([(1, None, 1.0, "EUR")])
     loop.fix(1, order_id=1, amount="lots")

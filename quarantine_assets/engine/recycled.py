@@ -173,8 +173,9 @@ def _settle_in_inbox(
         **({ATTEMPT: f"CASE WHEN {at_cap} THEN {attempt} ELSE {attempt} + 1 END"} if columns.counts_attempts else {}),
         "_dlq_failed_rules": f"new.{FAILED_RULES}",
         "_dlq_errors": f"new.{ERRORS}",
-        "_dlq_reason": f"CASE WHEN {at_cap} THEN 'failed validation on each of its {max_attempts} attempt(s) "
-        f"(cap {max_attempts})' END",
+        # The row's own count: a cap lowered since its last attempt closes it past the cap.
+        "_dlq_reason": f"CASE WHEN {at_cap} THEN concat('failed validation on each of its ', "
+        f"{attempt if columns.counts_attempts else max_attempts}, ' attempt(s) (cap {max_attempts})') END",
         "_dlq_updated_by": f"'{RECYCLED_STREAM}'",
         "_dlq_resolved_at": f"CASE WHEN {at_cap} THEN current_timestamp() END",
         "_dlq_resolved_by": f"CASE WHEN {at_cap} THEN '{RECYCLED_STREAM}' END",
