@@ -12,10 +12,8 @@ demo: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
-# Beside Dagster, a long-lived Spark the operator commands attach to (QUARANTINE_SPARK_REMOTE), stopped with it.
+# Runs and operator commands attach to one local Spark, started by the first of them (QUARANTINE_SPARK_REMOTE).
 dev: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
-	$(VENV)/bin/quarantine-assets spark-server & server=$$!; \
-	trap 'kill $$server 2>/dev/null; wait $$server' EXIT; \
 	DAGSTER_HOME=$(DAGSTER_HOME_DIR) QUARANTINE_SENSORS=running $(VENV)/bin/dagster dev -w workspace.yaml
 
 # The instance's settings: one writer at a time per DLQ (concurrency pools).

@@ -46,7 +46,7 @@ def main() -> None:
     repeats = parser.parse_args().repeats
     root = tempfile.mkdtemp(prefix="bench-warehouse-")
     own = os.environ | WIDE | {"DAGSTER_HOME": tempfile.mkdtemp(prefix="bench-dagster-")}
-    own.pop("QUARANTINE_SPARK_REMOTE", None)
+    own["QUARANTINE_SPARK_REMOTE"] = "embedded"
     subprocess.run([str(CLI), "--warehouse", root, "demo"], env=own, capture_output=True, check=True)
     listed = subprocess.run(
         [str(CLI), "--warehouse", root, "list", "--source", "demo.bronze.orders", "--status", "quarantined"],

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -85,18 +86,11 @@ class Workspace:
 
     @cached_property
     def spark(self) -> SparkSession:
-        """The Spark Connect server `QUARANTINE_SPARK_REMOTE` names, else a JVM of this command's own.
-        Imported here: commands that need no Spark start no JVM."""
-        from quarantine_assets.engine.session import operator_session
+        """The Spark `QUARANTINE_SPARK_REMOTE` chooses (see `spark_session`). Imported here: commands that
+        need no Spark attach to none."""
+        from quarantine_assets.engine.session import spark_session
 
-        return operator_session(self.warehouse)
-
-    @cached_property
-    def local_spark(self) -> SparkSession:
-        """A JVM in this process, for what only a JVM in this process can do: call Spark's SQL parser."""
-        from quarantine_assets.engine.session import build_spark_session
-
-        return build_spark_session(warehouse=self.warehouse)
+        return spark_session(self.warehouse)
 
     def dlq(self, name: str | None) -> str:
         """The DLQ a command works on: the only one the configs name, or the one asked for."""
@@ -232,14 +226,14 @@ def transfer(
 @app.command()
 def validate(
     context: typer.Context,
-    parse_rules: Annotated[bool, typer.Option(help="Parse every rule with Spark's SQL parser (starts a JVM).")] = True,
+    parse_rules: Annotated[bool, typer.Option(help="Parse every rule with Spark's SQL parser.")] = True,
 ) -> None:
     """Check every pipeline config; print every problem and exit non-zero if any is an error."""
     workspace: Workspace = context.obj
     project = workspace.project
     problems = list(project.warnings)
     if parse_rules:
-        spark = workspace.local_spark
+        spark = workspace.spark
         parse_problems = rule_expression_problems(project, spark)
         problems += parse_problems or rules_against_sources(spark, project, workspace.warehouse)
     _print_problems(problems)
@@ -255,33 +249,51 @@ def spark_server(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_CONNECT_PORT,
+    idle_timeout_minutes: Annotated[
+        float, typer.Option(help="Stop after this long without a Spark job; 0 runs until stopped.", min=0)
+    ] = 0,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the server running on --port, and start none.")] = False,
 ) -> None:
-    """Run a long-lived Spark that the operator commands attach to (QUARANTINE_SPARK_REMOTE), until stopped.
+    """Run a long-lived Spark that every step and command attaches to (QUARANTINE_SPARK_REMOTE), until stopped.
 
     It answers only clients that present its token: SPARK_CONNECT_AUTHENTICATE_TOKEN if set, else a new one
     per start, kept in a file only its user can read, where the attaching commands find it."""
     from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, build_spark_session, connect_server_config
-    from quarantine_assets.engine.spark_server import server_token, token_file
+    from quarantine_assets.engine.spark_server import pid_file, server_token, stop_server, token_file
 
+    if stop:
+        console.print(stop_server(port), markup=False, highlight=False)
+        return
     workspace: Workspace = context.obj
     token = server_token(host, port)
+    # Spark runs `foreachBatch` in Python workers of its own: on this interpreter, which has this project.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
+        pid_file(port).write_text(str(os.getpid()), encoding="utf-8")
         spark = build_spark_session(warehouse=workspace.warehouse, extra=connect_server_config(host, port, token))
+        idle = f"after {idle_timeout_minutes:g} min without a Spark job" if idle_timeout_minutes else "never idle"
         console.print(
-            f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach the operator "
-            f"commands with {SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Its token is in {token_file(port)} "
-            "(readable by this user only). Ctrl-C stops it.",
+            f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach with "
+            f"{SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Its token is in {token_file(port)} (readable by this "
+            f"user only). It stops {idle}, on Ctrl-C or with `quarantine-assets spark-server --stop`.",
             markup=False,
             highlight=False,
             soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
         )
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        tracker, last_job = spark.sparkContext.statusTracker(), time.monotonic()
         with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+            # Polled each second: a step runs jobs for seconds at a time, so none goes unseen for long.
+            while not stopping.wait(1):
+                if tracker.getActiveJobsIds():
+                    last_job = time.monotonic()
+                elif idle_timeout_minutes and time.monotonic() - last_job > idle_timeout_minutes * 60:
+                    break
         spark.stop()
     finally:
         token_file(port).unlink(missing_ok=True)
+        pid_file(port).unlink(missing_ok=True)
 
 
 @app.command()

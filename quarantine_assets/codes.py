@@ -131,7 +131,8 @@ SLICE_OWNED_ELSEWHERE = _code(
 RUN_FAILED = _code("QA-RUN-001", "a Dagster run started by a command failed; the message names its failed steps")
 SPARK_SERVER_UNREACHABLE = _code(
     "QA-RUN-002",
-    "the Spark Connect server QUARANTINE_SPARK_REMOTE names does not answer; start it or unset the variable",
+    "the Spark Connect server QUARANTINE_SPARK_REMOTE names does not answer, or the local one did not start; start "
+    "it or set the variable to `local`",
 )
 SPARK_SERVER_EXPOSED = _code(
     "QA-RUN-003", "the Spark server would listen beyond loopback without a token chosen on purpose"

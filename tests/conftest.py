@@ -1,13 +1,25 @@
-"""One SparkSession for the whole test session: a JVM start costs 15-30 s."""
+"""One SparkSession for the whole test session (a JVM start costs 15-30 s), and one Spark Connect server that
+the end-to-end tests' Dagster runs and commands attach to, as a deployment's do."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from dagster_dev import free_port
 
-from quarantine_assets.engine.session import build_spark_session
+from quarantine_assets.engine.local_server import LOOPBACK, local_server_url
+from quarantine_assets.engine.session import EMBEDDED, SPARK_REMOTE_VARIABLE, build_spark_session
+from quarantine_assets.engine.spark_server import answers, pid_file, token_file
 from quarantine_assets.engine.tables import Warehouse
+
+# Runs and commands a test starts share the suite's JVM, or start their own, unless the test attaches them.
+os.environ.setdefault(SPARK_REMOTE_VARIABLE, EMBEDDED)
+CLI = Path(sys.executable).parent / "quarantine-assets"
 
 
 @pytest.fixture(scope="session")
@@ -15,6 +27,22 @@ def spark():
     session = build_spark_session("local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_server(tmp_path_factory) -> str:
+    """Started as the default starts one, on first use; stopped as a user stops it, `spark-server --stop`."""
+    port = free_port()
+    url = local_server_url(Warehouse(tmp_path_factory.mktemp("spark-server") / "warehouse"), port)
+    yield url
+    stopped = subprocess.run(
+        [str(CLI), "spark-server", "--stop", "--port", str(port)], capture_output=True, text=True, timeout=60
+    )
+    assert f"stopping the Spark server on port {port}" in stopped.stdout, stopped.stdout + stopped.stderr
+    deadline = time.monotonic() + 60
+    while (answers(LOOPBACK, port) or pid_file(port).exists()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not answers(LOOPBACK, port) and not pid_file(port).exists() and not token_file(port).exists()
 
 
 @pytest.fixture

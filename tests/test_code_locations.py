@@ -16,6 +16,7 @@ from dagster_dev import dagster_dev, finished, submitted
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB
 from quarantine_assets.engine.claims import claims
 from quarantine_assets.engine.tables import Warehouse
@@ -69,7 +70,9 @@ def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
     return failures
 
 
-def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue_in_one_workspace(spark, tmp_path):
+def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue_in_one_workspace(
+    spark, spark_server, tmp_path
+):
     warehouse = tmp_path / "warehouse"
     demo = CliRunner().invoke(app, ["--warehouse", str(warehouse), "demo"], env={"COLUMNS": "250"})
     assert demo.exit_code == 0, demo.output
@@ -92,7 +95,7 @@ def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "instance" / "dagster.yaml", home / "dagster.yaml")
-    env = {"QUARANTINE_SENSORS": "stopped"}
+    env = {"QUARANTINE_SENSORS": "stopped", SPARK_REMOTE_VARIABLE: spark_server}
     with dagster_dev(workspace, home, env, cwd=tmp_path) as dev:
         client = dev.client
         refused = submitted(client, "second", SPLIT_JOB)

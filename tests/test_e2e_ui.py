@@ -34,6 +34,7 @@ from quarantine_assets.engine.table_health import (
     ROW_TRACKING,
     SCHEMA,
 )
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
 from quarantine_assets.settings import REPO_ROOT
 
@@ -137,7 +138,7 @@ def broken_config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def session(spark, tmp_path_factory):
+def session(spark, spark_server, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("e2e")
     warehouse = Warehouse(tmp_path / "warehouse")
     for dlq_table in load_project(warehouse=warehouse.root).dlq_tables:
@@ -165,7 +166,12 @@ def session(spark, tmp_path_factory):
     shutil.copy(REPO_ROOT / "instance" / "dagster-postgres.yaml", home / "dagster.yaml")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with postgres_server() as postgres:
-        env = postgres.instance_env | {"QUARANTINE_WAREHOUSE": str(warehouse.root), "QUARANTINE_SENSORS": "running"}
+        env = postgres.instance_env | {
+            "QUARANTINE_WAREHOUSE": str(warehouse.root),
+            "QUARANTINE_SENSORS": "running",
+            # Runs and the CLI attach to the suite's Spark server, as a deployment's attach to its cluster.
+            SPARK_REMOTE_VARIABLE: spark_server,
+        }
         started = time.perf_counter()
         with dagster_dev(workspace, home, env, cwd=tmp_path) as dev:
             shared = Session(spark, dev, warehouse, postgres, env)

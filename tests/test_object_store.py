@@ -79,7 +79,7 @@ def test_one_storage_config_gives_delta_rs_and_spark_the_same_credentials():
         "s3://lake/warehouse",
         S3Config(access_key_id="AK", secret_access_key="SK", region="eu-west-1", endpoint="http://minio:9000"),
     )
-    settings = s3["spark"].spark_config
+    settings = spark_config(warehouse=s3["warehouse"].warehouse)
     assert s3["warehouse"].warehouse.storage_options["secret_access_key"] == "SK"
     assert settings["spark.hadoop.fs.s3a.access.key"] == "AK"
     assert settings["spark.hadoop.fs.s3a.secret.key"] == "SK"

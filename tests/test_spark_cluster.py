@@ -1,8 +1,10 @@
 """The demo and the recycle path on a Spark standalone cluster produce the same tables as local mode.
 
 On the cluster, both steps run as a user types them, `quarantine-assets demo` and `dagster job execute`
-of the recycle job, with QUARANTINE_SPARK_MASTER pointing at the master. In local mode the same Dagster
-jobs run in the test's own warm session. The operator's fix between them is not under test here and
+of the recycle job, attached to a Spark Connect server in front of the cluster (`spark-server` with
+QUARANTINE_SPARK_MASTER pointing at the master, QUARANTINE_SPARK_REMOTE at the server), as a deployment
+points its code location at a cluster's Connect endpoint. In local mode the same Dagster jobs run in the
+test's own warm session. The operator's fix between them is not under test here and
 is made in-process in both.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,12 +21,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 from rich.console import Console
+from dagster_dev import free_port
 from spark_cluster import LOOPBACK, spark_standalone
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import RECYCLE_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo_run import run_demo
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.operator import fix_rows
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.settings import REPO_ROOT
@@ -77,17 +82,31 @@ def fix_first_null_order_id(spark, warehouse: Path) -> None:
     fix_rows(spark, Warehouse(warehouse), action, [key], set_fields={"order_id": FIXED_ORDER_ID}, by="test")
 
 
-def as_a_user(spark, warehouse: Path, master: str) -> dict[str, float]:
+def as_a_user(spark, warehouse: Path, master: str, log: Path) -> dict[str, float]:
     env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
     env |= LOOPBACK | {
         "QUARANTINE_SPARK_MASTER": master,
         "QUARANTINE_WAREHOUSE": str(warehouse),
         "PYSPARK_SUBMIT_ARGS": SMALL_CLUSTER,
     }
-    timings = {"demo": run([str(BIN / "quarantine-assets"), "demo"], env)}
-    fix_first_null_order_id(spark, warehouse)
-    recycle = [str(BIN / "dagster"), "job", "execute", "-f", str(REPO_ROOT / "definitions.py"), "-j", RECYCLE_JOB]
-    timings["recycle"] = run(recycle, env)
+    port = free_port()
+    server = subprocess.Popen(
+        [str(BIN / "quarantine-assets"), "spark-server", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+    )
+    try:
+        assert f"Spark Connect server on sc://127.0.0.1:{port}" in server.stdout.readline(), log.read_text()
+        attached = env | {SPARK_REMOTE_VARIABLE: f"sc://127.0.0.1:{port}"}
+        timings = {"demo": run([str(BIN / "quarantine-assets"), "demo"], attached)}
+        fix_first_null_order_id(spark, warehouse)
+        recycle = [str(BIN / "dagster"), "job", "execute", "-f", str(REPO_ROOT / "definitions.py"), "-j", RECYCLE_JOB]
+        timings["recycle"] = run(recycle, attached)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
     return timings
 
 
@@ -109,7 +128,7 @@ def test_the_demo_and_a_recycle_on_a_standalone_cluster_give_the_tables_of_local
     local_warehouse, cluster_warehouse = tmp_path / "local", tmp_path / "cluster"
     timings = {"local, in the test's warm session": in_local_mode(spark, local_warehouse)}
     with spark_standalone(tmp_path / "spark-standalone") as master:
-        timings[f"{master}, new processes"] = as_a_user(spark, cluster_warehouse, master)
+        timings[f"{master}, attached"] = as_a_user(spark, cluster_warehouse, master, tmp_path / "server.log")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
 

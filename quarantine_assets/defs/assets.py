@@ -11,7 +11,6 @@ from dagster import (
     asset,
     multi_asset,
 )
-from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.data_checks import (
@@ -24,7 +23,7 @@ from quarantine_assets.defs.data_checks import (
     split_check_specs,
 )
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
-from quarantine_assets.defs.resources import HealthThresholds, WarehouseResource
+from quarantine_assets.defs.resources import HealthThresholds, SparkResource, WarehouseResource
 from quarantine_assets.engine.operator import RowFilter, inbox_rows, oldest_quarantined_age
 from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
 from quarantine_assets.engine.recycled import run_recycled
@@ -108,11 +107,12 @@ def split_asset(action: DataQualityAction):
     )
     def split(
         context: AssetExecutionContext,
-        spark: LazyPySparkResource,
+        spark: SparkResource,
         warehouse: WarehouseResource,
         thresholds: HealthThresholds,
     ) -> Iterator[MaterializeResult | AssetCheckResult]:
-        tables, session = warehouse.warehouse, spark.spark_session
+        tables = warehouse.warehouse
+        session = spark.spark_session(tables)
         report = run_split(session, action, tables, context.run.run_id)
         metadata = _split_metadata(action, report) | _reported(context, report.warnings)
         yield MaterializeResult(
@@ -146,8 +146,9 @@ def outbox_asset(action: DataQualityAction):
         pool=dlq_pool(action),
         **_common(action),
     )
-    def outbox(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
-        tables, session = warehouse.warehouse, spark.spark_session
+    def outbox(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
+        tables = warehouse.warehouse
+        session = spark.spark_session(tables)
         report = run_outbox(session, action, tables, context.run.run_id)
         return MaterializeResult(
             metadata={
@@ -180,8 +181,9 @@ def recycled_asset(action: DataQualityAction):
         pool=dlq_pool(action),
         **_common(action),
     )
-    def recycled(context: AssetExecutionContext, spark: LazyPySparkResource, warehouse: WarehouseResource):
-        report = run_recycled(spark.spark_session, action, warehouse.warehouse, context.run.run_id)
+    def recycled(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
+        tables = warehouse.warehouse
+        report = run_recycled(spark.spark_session(tables), action, tables, context.run.run_id)
         return MaterializeResult(
             metadata={
                 "batches": report.batches,

@@ -3,10 +3,9 @@
 from typing import Optional
 
 from dagster import Config, JobDefinition, OpExecutionContext, job, op
-from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.defs.resources import SparkResource, WarehouseResource
 from quarantine_assets.engine.operator import action_for_source, discard_rows, fix_rows, parse_json_object
 
 OPERATOR_JOB = "dlq_operator"
@@ -26,10 +25,11 @@ class DlqCommand(Config):
 def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
     @op(name="apply_dlq_command")
     def apply(
-        context: OpExecutionContext, config: DlqCommand, spark: LazyPySparkResource, warehouse: WarehouseResource
+        context: OpExecutionContext, config: DlqCommand, spark: SparkResource, warehouse: WarehouseResource
     ):
         action = action_for_source(actions, config.source_table)
-        session, tables = spark.spark_session, warehouse.warehouse
+        tables = warehouse.warehouse
+        session = spark.spark_session(tables)
         if config.discard_reason is not None:
             result = discard_rows(session, tables, action, config.keys, reason=config.discard_reason, by=config.by)
         else:

@@ -6,11 +6,11 @@ from typing import Annotated
 from dagster import ConfigurableResource
 from dagster_deltalake import AzureConfig, DeltaTableResource, GcsConfig, LocalConfig, S3Config
 from dagster_deltalake.config import ClientConfig
-from dagster_pyspark import LazyPySparkResource
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
+from pyspark.sql import SparkSession
 
 from quarantine_assets import codes
-from quarantine_assets.engine.session import spark_config
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, spark_session
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
@@ -72,13 +72,28 @@ def warehouse_resource(
 def default_resources(
     warehouse_root: str | os.PathLike | None = None, storage_options: StorageOptions | None = None
 ) -> dict:
-    warehouse = warehouse_resource(warehouse_root, storage_options)
-    # Lazy: jobs that only read Delta metadata (checks, sensors) never start a JVM.
     return {
-        "spark": LazyPySparkResource(spark_config=spark_config(warehouse=warehouse.warehouse)),
-        "warehouse": warehouse,
+        "spark": SparkResource(),
+        "warehouse": warehouse_resource(warehouse_root, storage_options),
         "thresholds": HealthThresholds(),
     }
+
+
+class SparkResource(ConfigurableResource):
+    """The Spark a step runs on, attached on first use: jobs that only read Delta metadata (checks,
+    sensors) attach to none. Its settings come from the warehouse, so no credential is shown as config."""
+
+    remote: str | None = Field(
+        default=None,
+        description=f"A Spark Connect URL (sc://host:port), `local` (a local server started on first use and kept "
+        f"warm) or `embedded` (a JVM in the run's process); unset: {SPARK_REMOTE_VARIABLE}, else `local`.",
+    )
+    _session: SparkSession | None = PrivateAttr(default=None)
+
+    def spark_session(self, warehouse: Warehouse) -> SparkSession:
+        if self._session is None:
+            self._session = spark_session(warehouse, self.remote)
+        return self._session
 
 
 class HealthThresholds(ConfigurableResource):

@@ -14,12 +14,11 @@ from dagster import (
     job,
     op,
 )
-from dagster_pyspark import LazyPySparkResource
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.assets import dlq_pool
 from quarantine_assets.defs.keys import INBOX, asset_key
-from quarantine_assets.defs.resources import WarehouseResource
+from quarantine_assets.defs.resources import SparkResource, WarehouseResource
 from quarantine_assets.engine.retention import PurgeReport, purge_resolved
 
 PURGE_JOB = "dlq_purge"
@@ -50,10 +49,10 @@ def _purge_op(action: DataQualityAction) -> OpDefinition:
         description=f"Deletes rows of {action.quarantine.source_table} resolved over {retention.days} days ago.",
     )
     def purge(
-        context: OpExecutionContext, config: PurgeConfig, spark: LazyPySparkResource, warehouse: WarehouseResource
+        context: OpExecutionContext, config: PurgeConfig, spark: SparkResource, warehouse: WarehouseResource
     ) -> None:
         report = purge_resolved(
-            spark.spark_session,
+            spark.spark_session(warehouse.warehouse),
             warehouse.warehouse,
             action,
             retention,

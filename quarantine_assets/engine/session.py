@@ -19,9 +19,16 @@ from quarantine_assets.errors import QuarantineError
 # Delta publishes one artifact per Spark minor version; this one matches pyspark 4.2.
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DEFAULT_MASTER = "local[*]"
-# A Spark Connect URL (`sc://host:port`): the operator commands attach to that long-lived Spark
-# instead of starting a JVM of their own, which costs most of a command's time.
+# Which Spark every step and command runs on: a Spark Connect URL (`sc://host:port`, a cluster's endpoint
+# or `spark-server`), `local` (the default: a local server started on first use and kept warm), or
+# `embedded` (a JVM in this process, as the engine's own tests use).
 SPARK_REMOTE_VARIABLE = "QUARANTINE_SPARK_REMOTE"
+LOCAL_SERVER = "local"
+EMBEDDED = "embedded"
+
+
+def spark_remote() -> str:
+    return os.environ.get(SPARK_REMOTE_VARIABLE) or LOCAL_SERVER
 
 
 def spark_master() -> str:
@@ -125,20 +132,29 @@ def connect_server_config(host: str, port: int, token: str) -> dict[str, str]:
     }
 
 
-def operator_session(warehouse: Warehouse) -> SparkSession:
-    """Attached to the Spark Connect server `QUARANTINE_SPARK_REMOTE` names, else a Spark of our own.
+def spark_session(warehouse: Warehouse, remote: str | None = None) -> SparkSession:
+    """The Spark every step and command runs on, as `remote` (else `QUARANTINE_SPARK_REMOTE`) says: attached
+    to a Spark Connect server, the local one started if none answers, or a JVM of this process's own.
 
-    The server was started with this project's configuration (`quarantine-assets spark-server`), so the
+    A server was started with this project's configuration (`quarantine-assets spark-server`), so the
     client sets nothing; it reads and writes the warehouse through the server's executors.
     """
-    remote = os.environ.get(SPARK_REMOTE_VARIABLE)
-    if not remote:
+    remote = remote or spark_remote()
+    if remote == EMBEDDED:
         return build_spark_session(warehouse=warehouse)
-    _refuse_unreachable(remote)
+    if remote == LOCAL_SERVER:
+        from quarantine_assets.engine.local_server import local_server_url
+
+        remote = local_server_url(warehouse)
+    else:
+        _refuse_unreachable(remote)
     # Delta's commit conflicts then arrive as Delta's exception classes, which `retry_on_conflict` catches.
     import delta.connect.exceptions  # noqa: F401
 
-    return SparkSession.builder.remote(attaching_url(remote)).getOrCreate()
+    # `create`, not `getOrCreate`, which would hand back a session attached elsewhere. It marks the process
+    # as a Spark Connect client, so `pyspark.sql.functions` build Connect columns: a process attaches, or
+    # runs a JVM of its own, not both.
+    return SparkSession.builder.remote(attaching_url(remote)).create()
 
 
 def _refuse_unreachable(remote: str) -> None:
@@ -150,7 +166,7 @@ def _refuse_unreachable(remote: str) -> None:
         raise QuarantineError(
             codes.SPARK_SERVER_UNREACHABLE,
             f"{SPARK_REMOTE_VARIABLE}={remote}, but nothing answers there ({error}). Start the server with "
-            f"`quarantine-assets spark-server`, or unset {SPARK_REMOTE_VARIABLE} to run a Spark of its own",
+            f"`quarantine-assets spark-server`, or set {SPARK_REMOTE_VARIABLE}={LOCAL_SERVER} for a local one",
             field=SPARK_REMOTE_VARIABLE,
         ) from None
 

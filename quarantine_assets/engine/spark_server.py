@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 from pathlib import Path
 from urllib.parse import urlparse
@@ -47,7 +48,7 @@ def server_token(host: str, port: int) -> str:
             "front of the server), or listen on 127.0.0.1. Nothing was started",
             field="--host",
         )
-    if _answers(host, port):
+    if answers(host, port):
         # Its token file is the running server's: overwritten, that server's clients could not attach.
         raise QuarantineError(
             codes.SPARK_SERVER_PORT_TAKEN,
@@ -65,7 +66,7 @@ def server_token(host: str, port: int) -> str:
     return token
 
 
-def _answers(host: str, port: int) -> bool:
+def answers(host: str, port: int) -> bool:
     try:
         socket.create_connection((host, port), timeout=2).close()
     except OSError:
@@ -86,3 +87,28 @@ def attaching_url(remote: str) -> str:
     host = "localhost" if is_loopback(url.hostname or "localhost") else url.hostname
     others = [part for part in url.path.split(";")[1:] if part and not part.startswith("token=")]
     return f"sc://{host}:{port}/;" + ";".join([*others, f"token={token}"])
+
+
+def pid_file(port: int) -> Path:
+    """Where the server listening on `port` writes its process id, for `spark-server --stop`."""
+    return token_file(port).with_suffix(".pid")
+
+
+def log_file(port: int) -> Path:
+    """Where a server started on first use writes its log: owner-only, like the token, which Spark's
+    Python workers print there."""
+    return token_file(port).with_suffix(".log")
+
+
+def stop_server(port: int) -> str:
+    """Stops the server that `spark-server` started on `port` on this machine, and says what it did."""
+    try:
+        pid = int(pid_file(port).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return f"no Spark server of this user runs on port {port}"
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_file(port).unlink(missing_ok=True)
+        return f"the Spark server on port {port} (process {pid}) had already stopped"
+    return f"stopping the Spark server on port {port} (process {pid})"

@@ -41,7 +41,7 @@ from quarantine_assets.engine.source import (
     read_source_stream,
     with_delta_file_context,
 )
-from quarantine_assets.engine.streams import observed_metrics, run_action_stream, writer_id
+from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import added_columns, create_validated_table
 from quarantine_assets.engine.verdict import (
@@ -180,22 +180,21 @@ def _split_dropping(
     rules: list,
 ) -> SplitReport:
     """dqe mode: one write, which judges each row once; rows failing a drop rule are gone, as the
-    reference does. The scan counts rows on the way (an observation, not an action of its own)."""
+    reference does. The scan counts rows on the way (an observation, not an action of its own); a batch
+    whose append a crashed attempt committed is counted again instead, as Delta skips that append."""
     if with_action(rules, "fail"):
         _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
-    read = Observation(f"split_{action.key}_{batch_id}")
-    observed = batch.observe(read, F.count(F.lit(1)).alias("rows"), *failure_columns(rules))
-    added = _append_validated(
-        spark, warehouse, action, observed.where(passes_all(with_action(rules, "drop"))), writer, batch_id
-    )
-    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
-    read_metrics = observed_metrics(read)
-    # None: Delta skipped the append of a batch it had committed before a crash; count it again.
-    if read_metrics is None:
+    if _validated_earlier(warehouse, action, writer, batch_id) is not None:
         counts = batch_counts(batch, rules)
-        rows, failures = counts.rows, counts.failures_per_rule
+        rows, failures, added = counts.rows, counts.failures_per_rule, []
     else:
-        rows, failures = read_metrics["rows"], failures_from(read_metrics, rules)
+        read = Observation(f"split_{action.key}_{batch_id}")
+        observed = batch.observe(read, F.count(F.lit(1)).alias("rows"), *failure_columns(rules))
+        added = _append_validated(
+            spark, warehouse, action, observed.where(passes_all(with_action(rules, "drop"))), writer, batch_id
+        )
+        rows, failures = read.get["rows"], failures_from(read.get, rules)
+    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
     return SplitReport(
         batches=1,
         rows_read=rows,

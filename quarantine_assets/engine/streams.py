@@ -1,16 +1,28 @@
-"""Triggered (availableNow) streaming runs whose batch errors surface as themselves."""
+"""Triggered (availableNow) streaming runs whose batch reports and coded errors come back to the caller.
+
+Attached to a Spark Connect server, `foreachBatch` runs in a Python worker of the server: nothing it
+sets on the caller's objects comes back, and its error reaches the caller as Spark's text. So each batch
+writes its report (or its coded error) beside the stream's checkpoint, through Spark, and the caller reads
+them from the warehouse once the run ends; embedded, the same path runs in this process.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import uuid
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from quarantine_assets import errors
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.tables import Warehouse, checkpoint_folder
+from quarantine_assets.errors import ConfigError, Problem, QuarantineError
 
 Report = TypeVar("Report")
 
@@ -66,17 +78,6 @@ def _stream_id(spark: SparkSession, query_name: str) -> str:
     return next(query.id for query in spark.streams.active if query.name == query_name)
 
 
-def observed_metrics(observation: Observation) -> dict | None:
-    """The observed aggregates, or None when the observed action never ran.
-
-    Delta skips an idempotent append it has already committed without running its query, and
-    `Observation.get` would then wait forever; its future says whether anything arrived.
-    """
-    if not observation._jo.future().isCompleted():
-        return None
-    return observation.get
-
-
 def writer_id(action: DataQualityAction, stream_name: str, stream_id: str) -> str:
     """The Delta transaction id of one action's stream: appends are idempotent on (writer id, batch id).
     Keyed like the stream's checkpoint (by the action's key, not its owner), so that an action moved to
@@ -96,13 +97,80 @@ def run_action_stream(
     """Every micro-batch new since the action's `stream_name` checkpoint, through
     `process_batch(batch, batch_id, stream_id)`; the batches' reports are added up into `total`."""
 
-    def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
-        add_counts(total, process_batch(batch, batch_id, stream_id))
+    reports = f"{checkpoint_folder(action.key, stream_name)}/reports/{uuid.uuid4().hex}"
 
-    run_available_now(
-        stream, on_batch, warehouse.checkpoint(action.key, stream_name), f"{action.key}_{stream_name}", conf
-    )
+    def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
+        try:
+            report = process_batch(batch, batch_id, stream_id)
+        except QuarantineError as error:
+            _write_json(batch.sparkSession, warehouse, f"{reports}/{_ERROR}", _error_record(error))
+            raise
+        _write_json(batch.sparkSession, warehouse, f"{reports}/{batch_id}", _report_record(report))
+
+    try:
+        run_available_now(
+            stream, on_batch, warehouse.checkpoint(action.key, stream_name), f"{action.key}_{stream_name}", conf
+        )
+    except StreamingQueryException:
+        recorded = warehouse.read_texts(f"{reports}/{_ERROR}")
+        if recorded:
+            raise _error_from(json.loads(recorded[0])) from None
+        raise
+    else:
+        for batch in warehouse.subfolders(reports):
+            for text in warehouse.read_texts(f"{reports}/{batch}"):
+                add_counts(total, _report_from(total, json.loads(text)))
+    finally:
+        warehouse.remove_dir(reports)
     return total
+
+
+_ERROR = "error"
+
+
+def _write_json(spark: SparkSession, warehouse: Warehouse, relative_path: str, record: dict) -> None:
+    """One JSON line in a folder of its own, written by the batch's Spark: the server's worker may see
+    the warehouse through Spark alone. Rewritten whole when a replayed batch reports again."""
+    location = f"{warehouse.root}/{relative_path}"
+    spark.createDataFrame([(json.dumps(record),)], "value STRING").coalesce(1).write.mode("overwrite").text(location)
+
+
+def _report_record(report) -> dict:
+    """A batch's report as JSON can hold it: a Counter as its pairs, since its keys may be tuples."""
+    return {
+        field.name: list(value.items()) if isinstance(value := getattr(report, field.name), Counter) else value
+        for field in dataclasses.fields(report)
+    }
+
+
+def _report_from(total, record: dict):
+    """A batch's report, typed as `total`: its counters as Counters again, keyed as they were."""
+    return type(total)(
+        **{
+            name: Counter({tuple(key) if isinstance(key, list) else key: count for key, count in value})
+            if isinstance(getattr(total, name), Counter)
+            else value
+            for name, value in record.items()
+        }
+    )
+
+
+def _error_record(error: QuarantineError) -> dict:
+    problems = error.problems if isinstance(error, ConfigError) else [error.problem]
+    return {
+        "class": type(error).__name__,
+        "problems": [dataclasses.asdict(problem) | {"file": problem.file and str(problem.file)} for problem in problems],
+    }
+
+
+def _error_from(record: dict) -> QuarantineError:
+    """The coded error a batch raised, as itself: its class, code, message and place."""
+    problems = [Problem(**(problem | {"file": problem["file"] and Path(problem["file"])})) for problem in record["problems"]]
+    kind = getattr(errors, record["class"], QuarantineError)
+    if issubclass(kind, ConfigError):
+        return kind(problems)
+    first = problems[0]
+    return kind(first.code, first.message, file=first.file, field=first.field)
 
 
 def add_counts(total, part) -> None:

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
-from pyarrow.fs import FileSystem, FileType, PyFileSystem, SubTreeFileSystem
+from pyarrow.fs import FileInfo, FileSelector, FileSystem, FileType, PyFileSystem, SubTreeFileSystem
 
 from quarantine_assets.config.models import claims_table, outbox_table
 
@@ -154,6 +154,26 @@ class Warehouse:
         files = self._files()
         if files is not None and files.get_file_info(relative_path).type == FileType.Directory:
             files.delete_dir(relative_path)
+
+    def subfolders(self, relative_path: str) -> list[str]:
+        """The names of the folders right under `relative_path`; none when it is not there."""
+        return [info.base_name for info in self._listing(relative_path) if info.type == FileType.Directory]
+
+    def read_texts(self, relative_path: str) -> list[str]:
+        """The text of each data file of the folder Spark wrote at `relative_path` (not its markers or
+        checksums); none when it is not there."""
+        files = self._files()
+        return [
+            files.open_input_stream(info.path).read().decode("utf-8")
+            for info in self._listing(relative_path)
+            if info.type == FileType.File and not info.base_name.startswith(("_", "."))
+        ]
+
+    def _listing(self, relative_path: str) -> list[FileInfo]:
+        files = self._files()
+        if files is None or files.get_file_info(relative_path).type != FileType.Directory:
+            return []
+        return files.get_file_info(FileSelector(relative_path))
 
     def _files(self) -> FileSystem | None:
         """Everything under the root; None for a local root that does not exist yet."""

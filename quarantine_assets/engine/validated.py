@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.merge import table_reference
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import MissingTableError
 
@@ -63,7 +63,10 @@ def create_validated_table(
     braces...). Other tables are created by their first append: one commit less."""
     if not needs_column_mapping(schema) or warehouse.is_delta_table(action.target_table):
         return
-    builder = DeltaTable.createIfNotExists(spark).location(warehouse.path(action.target_table)).addColumns(schema)
-    for key, value in COLUMN_MAPPING.items():
-        builder = builder.property(key, value)
-    retry_on_conflict(builder.execute)
+    properties = ", ".join(f"'{key}' = '{value}'" for key, value in COLUMN_MAPPING.items())
+    statement = (
+        f"CREATE TABLE IF NOT EXISTS {table_reference(warehouse.path(action.target_table))} USING DELTA "
+        f"TBLPROPERTIES ({properties}) AS SELECT * FROM {{no_rows}}"
+    )
+    no_rows = spark.createDataFrame([], schema)
+    retry_on_conflict(lambda: spark.sql(statement, no_rows=no_rows).collect())

@@ -1,0 +1,101 @@
+"""The operator's loop under `dagster dev` with its daemon, as `make dev` runs it, on each Spark setting:
+every run and command on a JVM of its own (`QUARANTINE_SPARK_REMOTE=embedded`, the baseline), and attached
+to the local Spark server the first of them starts (`local`, the default).
+
+    .venv/bin/python benchmarks/operator_loop.py
+
+For each setting: ingest the demo, start `dagster dev` (webserver + daemon, the instance of `make dev`,
+the recycle sensors running), then time `split_all` launched over GraphQL from launch to success, twice
+(the first run on `local` pays the server's start; a new demo batch lands before each); a
+`quarantine-assets fix` of one quarantined order from the shell; and from that fix to the row in the
+validated table (sensor tick, run launch, outbox, recycled). Results go to
+`benchmarks/results/operator-loop-*.json`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dagster import DagsterInstance
+from fix_to_validated import fix_one, landed, wait_until_settled
+from harness import write_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from dagster_dev import dagster_dev, finished, submitted  # noqa: E402
+
+from quarantine_assets.config.loader import load_project  # noqa: E402
+from quarantine_assets.defs.definitions import SPLIT_JOB  # noqa: E402
+from quarantine_assets.demo import generate_batch, next_batch_number  # noqa: E402
+from quarantine_assets.demo_run import LANDING  # noqa: E402
+from quarantine_assets.engine.session import EMBEDDED, LOCAL_SERVER, SPARK_REMOTE_VARIABLE  # noqa: E402
+from quarantine_assets.engine.tables import Warehouse  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+LOCATION = "quarantine_assets"
+TIMEOUT_SECONDS = 600
+
+
+def split_all_seconds(dev, instance: DagsterInstance, warehouse: Warehouse) -> float:
+    """From the launch of `split_all` over GraphQL to its success, as the run's records have them."""
+    landing = Path(warehouse.root) / LANDING
+    generate_batch(landing, next_batch_number(landing))
+    launched = time.time()
+    run_id = submitted(dev.client, LOCATION, SPLIT_JOB)
+    finished(dev.client, run_id)
+    record = instance.get_run_record_by_id(run_id)
+    assert record.dagster_run.is_success, f"{SPLIT_JOB} run {run_id} failed"
+    return round(record.end_time - launched, 2)
+
+
+def one_setting(remote: str) -> dict[str, float]:
+    warehouse = Warehouse(Path(tempfile.mkdtemp(prefix="bench-warehouse-")))
+    home = Path(tempfile.mkdtemp(prefix="bench-dagster-"))
+    shutil.copy(REPO / "instance" / "dagster.yaml", home)  # the instance `make dev` runs
+    env = {
+        "QUARANTINE_WAREHOUSE": str(warehouse.root),
+        "QUARANTINE_SENSORS": "running",
+        "DAGSTER_HOME": str(home),
+        SPARK_REMOTE_VARIABLE: remote,
+        "COLUMNS": "250",
+    }
+    subprocess.run([str(BIN / "quarantine-assets"), "spark-server", "--stop"], capture_output=True, check=True)
+    time.sleep(5)
+    os.environ.update(env)
+    action = load_project(warehouse=warehouse.root).action("dq_orders")
+    figures = {}
+    with dagster_dev(REPO / "workspace.yaml", home, env, cwd=REPO) as dev:
+        instance = DagsterInstance.get()
+        figures["split_all, first run"] = split_all_seconds(dev, instance, warehouse)
+        figures["split_all, second run"] = split_all_seconds(dev, instance, warehouse)
+        wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
+        started = time.perf_counter()
+        fix_one(None, warehouse, action, 900_000_003)
+        fixed_at = time.time()
+        figures["fix from the shell"] = round(time.perf_counter() - started, 2)
+        while not landed(Path(warehouse.path(action.target_table)), 900_000_003):
+            if time.time() - fixed_at > TIMEOUT_SECONDS:
+                raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
+            time.sleep(0.5)
+        figures["fix -> row in the validated table"] = round(time.time() - fixed_at, 2)
+    subprocess.run([str(BIN / "quarantine-assets"), "spark-server", "--stop"], capture_output=True, check=True)
+    return figures
+
+
+def main() -> None:
+    results = {setting: one_setting(setting) for setting in (EMBEDDED, LOCAL_SERVER)}
+    for figure in results[EMBEDDED]:
+        before, after = results[EMBEDDED][figure], results[LOCAL_SERVER][figure]
+        print(f"{figure:40} own JVM {before:6.1f} s   local server {after:6.1f} s   {before / after:4.1f}x")
+    ratios = {figure: round(results[EMBEDDED][figure] / results[LOCAL_SERVER][figure], 2) for figure in results[EMBEDDED]}
+    print(write_results("operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Every step attached to a long-lived Spark over Spark Connect, as the default runs: a local server started
+on first use (the suite's `spark_server`, stopped with `spark-server --stop`) and reused; the demo, the
+operator's fix and the recycle job attached to it, as a user types them, their reports and coded errors
+brought back from the server's Python workers.
+
+Each attached step runs in a process of its own: a process attaches or runs a JVM of its own, not both,
+and this one runs the suite's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from builders import ORDERS_SCHEMA
+from dagster import DagsterInstance
+from pyspark.sql import functions as F
+
+from quarantine_assets import codes
+from quarantine_assets.config.loader import load_project
+from quarantine_assets.defs.definitions import RECYCLE_JOB
+from quarantine_assets.defs.keys import INBOX, RECYCLED, VALIDATED, asset_key
+from quarantine_assets.engine.local_server import local_server_url
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
+from quarantine_assets.engine.spark_server import pid_file, token_file
+from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.settings import REPO_ROOT
+
+BIN = Path(sys.executable).parent
+FIXED_ORDER_ID = 900_000_007
+FAILING_IN_THE_WORKER = """
+import sys
+sys.path.insert(0, "tests")
+from builders import orders_action
+from quarantine_assets.config.models import Rule
+from quarantine_assets.engine.session import spark_session
+from quarantine_assets.engine.split import run_split
+from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.errors import DataQualityFailure
+
+warehouse = Warehouse(sys.argv[1])
+action = orders_action(mode="dqe", rules=(Rule(name="positive", expression="amount > 0", action="fail"),))
+try:
+    run_split(spark_session(warehouse), action, warehouse, "attached")
+except DataQualityFailure as refused:
+    print(refused.code, refused)
+"""
+
+
+def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, env=os.environ | env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def _metadata(instance: DagsterInstance, key) -> dict:
+    event = instance.get_latest_materialization_event(key)
+    return {name: value.value for name, value in event.asset_materialization.metadata.items()}
+
+
+def test_a_second_command_reuses_the_server_the_first_one_started(spark_server, tmp_path, capfd):
+    port = int(spark_server.rsplit(":", 1)[1])
+    assert token_file(port).stat().st_mode & 0o077 == 0
+    pid = pid_file(port).read_text()
+    assert local_server_url(Warehouse(tmp_path), port) == spark_server
+    assert pid_file(port).read_text() == pid
+    assert "started one" not in capfd.readouterr().err
+
+
+def test_the_demo_a_fix_and_a_recycle_run_attached_and_report_what_they_did(spark, spark_server, tmp_path):
+    warehouse = Warehouse(tmp_path / "warehouse")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = {
+        SPARK_REMOTE_VARIABLE: spark_server,
+        "QUARANTINE_WAREHOUSE": warehouse.root,
+        "DAGSTER_HOME": str(home),
+        "COLUMNS": "250",
+    }
+    _run([str(BIN / "quarantine-assets"), "demo"], env)
+    action = load_project(warehouse=warehouse.root).action("dq_orders")
+    validated = spark.read.format("delta").load(warehouse.path(action.target_table))
+    inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table))
+    held = inbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)
+    instance = DagsterInstance.from_config(str(home))
+    # The split ran in the server's Python worker: its report reached the run's metadata all the same.
+    split = _metadata(instance, asset_key(action, VALIDATED))
+    assert split["rows_validated"] == validated.count() > 0
+    assert split["rows_read"] == validated.count() + held.count()
+    assert _metadata(instance, asset_key(action, INBOX))["rows_quarantined"] == held.count() > 0
+
+    key = (
+        held.where("size(_dlq_failed_rules) = 1 AND _dlq_failed_rules[0].name = 'valid_order_id'")
+        .orderBy("_dlq_sk")
+        .first()["_dlq_sk"]
+    )
+    fix = [str(BIN / "quarantine-assets"), "fix", key, "--source", action.quarantine.source_table]
+    _run([*fix, "--set", f"order_id={FIXED_ORDER_ID}", "--by", "test"], env)
+    _run([str(BIN / "dagster"), "job", "execute", "-f", str(REPO_ROOT / "definitions.py"), "-j", RECYCLE_JOB], env)
+
+    assert validated.where(F.col("order_id") == FIXED_ORDER_ID).count() == 1
+    row = inbox.where(F.col("_dlq_sk") == key).first()
+    assert row["_dlq_status"] == "recycled" and row["_dlq_resolved_at"] is not None
+    assert _metadata(instance, asset_key(action, RECYCLED))["rows_landed"] == 1
+
+
+def test_a_coded_error_raised_in_the_servers_worker_comes_back_coded(spark, spark_server, warehouse):
+    source = warehouse.path("demo.raw.dq_orders")
+    spark.createDataFrame([(1, 1, -1.0, "EUR")], ORDERS_SCHEMA).write.format("delta").save(source)
+    refused = _run([sys.executable, "-c", FAILING_IN_THE_WORKER, warehouse.root], {SPARK_REMOTE_VARIABLE: spark_server})
+    assert refused.stdout.startswith(f"{codes.FAIL_RULE_VIOLATED} ") and "batch 0" in refused.stdout
+    assert not warehouse.is_delta_table("demo.bronze.dq_orders_validated")
+
+
+def test_validate_parses_rules_attached(spark_server, tmp_path):
+    validated = _run(
+        [str(BIN / "quarantine-assets"), "--warehouse", str(tmp_path / "warehouse"), "validate"],
+        {SPARK_REMOTE_VARIABLE: spark_server},
+    )
+    assert "data-quality action(s) valid" in validated.stdout
