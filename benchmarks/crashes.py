@@ -13,9 +13,12 @@ fix of five rows), outbox, recycled. The first trial of a step is not killed: it
 from its Spark session to its last commit, and the kill points are drawn over that time.
 
 `aimed`: each trial stops a step at one named point between two of its commits, the windows a random
-kill seldom hits: a fault is raised in this process where the engine calls the function that starts
-the next commit, so nothing after the point runs (the JVM stays up: what a kill would lose in memory,
-the re-run rebuilds from the tables and checkpoints alone). Then the same rerun and checks.
+kill seldom hits, where the engine calls the function that starts the next commit, so nothing after the
+point runs. With `--kill`, the step runs in a process of its own, which kills its whole group (Python and
+its JVM, with everything they held in memory) with SIGKILL at the point; without it, a fault is raised
+there in this process (faster: no JVM start per trial). Then the same rerun and checks.
+
+    .venv/bin/python benchmarks/crashes.py aimed --kill --seed 11 --trials 20
 """
 
 from __future__ import annotations
@@ -131,6 +134,9 @@ def aimed(
     trials: Annotated[int, typer.Option(help="Stopped trials per point.")] = 20,
     steps: Annotated[str, typer.Option(help="Comma-separated steps whose points to try.")] = ",".join(STEPS),
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+    kill: Annotated[
+        bool, typer.Option(help="SIGKILL the step's process group at the point, instead of raising there.")
+    ] = False,
 ) -> None:
     import importlib
 
@@ -151,6 +157,13 @@ def aimed(
         outcomes, violations = Counter(), []
         for trial in range(trials):
             keys = prepare(spark, warehouse, step_name, action, seed, trial, rng)
+            if kill:
+                log = root / f"point-{number}-{trial}.log"
+                outcomes[killed_at_point(warehouse, step_name, keys, module_name, function, log)] += 1
+                problems = recover_and_check(spark, warehouse, step_name, action, seed, trial, keys)
+                violations += [{"trial": trial, "problem": problem} for problem in problems]
+                typer.echo(f"{point}, trial {trial}: {problems or 'ok'}")
+                continue
             original = getattr(module, function)
             setattr(module, function, _stopping(function))
             try:
@@ -166,10 +179,45 @@ def aimed(
         results[point] = {"trials": trials, "outcomes": dict(outcomes), "violations": violations}
     ok = not any(result["violations"] for result in results.values())
     typer.echo(json.dumps(results, indent=1))
-    payload = {"seed": seed, "seconds": round(time.perf_counter() - started), "ok": ok, "points": results}
+    payload = {
+        "seed": seed,
+        "stop": "SIGKILL of the step's process group" if kill else "a fault raised in this process",
+        "seconds": round(time.perf_counter() - started),
+        "ok": ok,
+        "points": results,
+    }
     typer.echo(write_results("crash-points", payload))
     if not ok:
         raise typer.Exit(1)
+
+
+def killed_at_point(warehouse, step: str, keys: list[str], module: str, function: str, log: Path) -> str:
+    """The step in a process group of its own, which kills itself where the engine calls `module.function`."""
+    process = subprocess.Popen(
+        [sys.executable, __file__, "killed-at", step, warehouse.root, json.dumps(keys), module, function],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+        start_new_session=True,
+    )
+    returncode = process.wait(timeout=900)
+    return {-signal.SIGKILL: "killed", 0: "point not reached"}.get(returncode, f"failed ({returncode})")
+
+
+@app.command("killed-at", hidden=True)
+def killed_at(name: str, root: Path, keys: str, module: str, function: str) -> None:
+    """One step, as a run process does it, killed with its JVM at the call of `module.function`."""
+    import importlib
+
+    from quarantine_assets.engine.session import build_spark_session
+    from quarantine_assets.engine.tables import Warehouse
+
+    spark = build_spark_session("local[1]")
+    setattr(importlib.import_module(f"quarantine_assets.engine.{module}"), function, _killing)
+    run_step(spark, Warehouse(root), name, step_action(name), json.loads(keys))
+
+
+def _killing(*args, **kwargs):
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _stopping(function: str):

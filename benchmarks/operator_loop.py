@@ -93,7 +93,8 @@ def main() -> None:
     for figure in results[EMBEDDED]:
         before, after = results[EMBEDDED][figure], results[LOCAL_SERVER][figure]
         print(f"{figure:40} own JVM {before:6.1f} s   local server {after:6.1f} s   {before / after:4.1f}x")
-    ratios = {figure: round(results[EMBEDDED][figure] / results[LOCAL_SERVER][figure], 2) for figure in results[EMBEDDED]}
+    before, after = results[EMBEDDED], results[LOCAL_SERVER]
+    ratios = {figure: round(before[figure] / after[figure], 2) for figure in before}
     print(write_results("operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios}))
 
 

@@ -268,20 +268,21 @@ def spark_server(
     token = server_token(host, port)
     # Spark runs `foreachBatch` in Python workers of its own: on this interpreter, which has this project.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Before the start: a stop asked while Spark starts is kept for when it is up, and the files removed.
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     try:
         pid_file(port).write_text(str(os.getpid()), encoding="utf-8")
         spark = build_spark_session(warehouse=workspace.warehouse, extra=connect_server_config(host, port, token))
-        idle = f"after {idle_timeout_minutes:g} min without a Spark job" if idle_timeout_minutes else "never idle"
+        idle = f"after {idle_timeout_minutes:g} min without a Spark job, " if idle_timeout_minutes else ""
         console.print(
             f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach with "
             f"{SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Its token is in {token_file(port)} (readable by this "
-            f"user only). It stops {idle}, on Ctrl-C or with `quarantine-assets spark-server --stop`.",
+            f"user only). It stops {idle}on Ctrl-C or with `quarantine-assets spark-server --stop`.",
             markup=False,
             highlight=False,
             soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
         )
-        stopping = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         tracker, last_job = spark.sparkContext.statusTracker(), time.monotonic()
         with contextlib.suppress(KeyboardInterrupt):
             # Polled each second: a step runs jobs for seconds at a time, so none goes unseen for long.

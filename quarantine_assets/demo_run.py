@@ -97,6 +97,5 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: s
             inbox_path = tables.path(action.quarantine.dlq_table)
             table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, inbox_path, str(rows))
     console.print(table)
-    console.print(
-        f"Spark attached in {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {time.perf_counter() - started:.1f}s"
-    )
+    total = time.perf_counter() - started
+    console.print(f"Spark attached in {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {total:.1f}s")

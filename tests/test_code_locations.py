@@ -16,9 +16,9 @@ from dagster_dev import dagster_dev, finished, submitted
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB
 from quarantine_assets.engine.claims import claims
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.settings import REPO_ROOT
 

@@ -27,6 +27,7 @@ from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import SPLIT_JOB, TABLE_CHECKS_JOB
 from quarantine_assets.demo import generate_batch
 from quarantine_assets.demo_run import LANDING
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.table_health import (
     CHANGE_DATA_FEED,
     DELETION_VECTORS,
@@ -34,7 +35,6 @@ from quarantine_assets.engine.table_health import (
     ROW_TRACKING,
     SCHEMA,
 )
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
 from quarantine_assets.settings import REPO_ROOT
 

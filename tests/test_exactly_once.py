@@ -13,7 +13,7 @@ from graph_driver import Loop
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine import outbox, recycled
+from quarantine_assets.engine import outbox, recycled, split, streams
 from quarantine_assets.engine.operator import fix_rows
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.retention import purge_resolved
@@ -128,6 +128,25 @@ def test_a_kill_between_the_outbox_marking_and_its_append_sends_the_row_once(loo
     assert sent.count() == 1
 
 
+def test_a_kill_between_the_outbox_marking_and_its_append_then_a_lost_checkpoint_sends_the_row_once(
+    loop, spark, warehouse, monkeypatch
+):
+    """The batch that marked the row will not be replayed: the stream starts again from the inbox's snapshot,
+    as after its change files were vacuumed, and the row is sent from there."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    kill_once(monkeypatch, outbox, "append_to_dlq_table")
+    with pytest.raises(Killed):
+        outbox.run_outbox(spark, loop.action, warehouse, "killed run")
+    assert loop.inbox_row(1)["_dlq_status"] == "recycled"
+    shutil.rmtree(warehouse.checkpoint(loop.action.key, "outbox"))
+
+    loop.run_recycle()
+
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+    assert spark.read.format("delta").load(warehouse.path(loop.action.quarantine.outbox_table)).count() == 1
+
+
 def test_a_recycled_row_without_its_inbox_row_fails_the_batch_with_a_code(loop, spark, warehouse):
     """Unaccounted rows are retried, never committed past."""
     loop.ingest([(1, None, 1.0, "EUR")])
@@ -142,6 +161,82 @@ def test_a_recycled_row_without_its_inbox_row_fails_the_batch_with_a_code(loop, 
     with pytest.raises(DataQualityFailure):  # the checkpoint did not move past it
         run_recycled(spark, loop.action, warehouse, "again")
     assert loop.validated() == []
+
+
+def test_a_reset_checkpoint_replays_rows_that_failed_again_since_without_failing(spark, warehouse, tmp_path):
+    """The replayed outbox holds the row's first attempts; the inbox has it at its third."""
+    loop = Loop(spark, warehouse, tmp_path, max_attempts=5)
+    loop.ingest([(1, 1, -1.0, "EUR")])
+    for amount in (-2.0, -3.0):
+        loop.fix(1, amount=amount)
+        loop.run_recycle()
+    assert loop.inbox_row(1)["_dlq_attempt"] == 3
+    shutil.rmtree(warehouse.checkpoint(loop.action.key, "recycled"))
+
+    loop.run_recycle()
+
+    row = loop.inbox_row(1)
+    assert (row["_dlq_status"], row["_dlq_attempt"]) == ("quarantined", 3)
+    assert loop.validated() == []
+
+
+def test_a_kill_after_the_stamp_then_a_purge_lets_the_replay_find_the_row_accounted_for(
+    loop, spark, warehouse, monkeypatch
+):
+    """Stamped landed, then purged before the batch was committed in the checkpoint: nothing lands twice."""
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    outbox.run_outbox(spark, loop.action, warehouse, "run")
+    kill_once(monkeypatch, streams, "_write_json")  # the batch's report: after every commit of the batch
+    with pytest.raises(Killed):
+        run_recycled(spark, loop.action, warehouse, "killed run")
+    purged = purge_resolved(spark, warehouse, loop.action, timedelta(0), dry_run=False, by="test")
+    assert purged.rows == 1
+
+    report = run_recycled(spark, loop.action, warehouse, "rerun")
+
+    assert (report.rows_landed, report.rows_already_landed) == (0, 1)
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+
+
+def test_a_split_whose_inbox_commit_lost_a_row_fails_with_both_counts_and_stops_there(
+    loop, spark, warehouse, monkeypatch
+):
+    """A fault that drops a rejected row on its way into the inbox commit: the promise is checked on Delta's
+    own counts, before the checkpoint commits the batch."""
+    original = split.append_to_dlq_table
+
+    def losing_a_row(spark, rows, *args):
+        return original(spark, rows.limit(rows.count() - 1), *args)
+
+    monkeypatch.setattr(split, "append_to_dlq_table", losing_a_row)
+    spark.createDataFrame([(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR"), (3, 3, -1.0, "EUR")], ORDERS_SCHEMA).write.format(
+        "delta"
+    ).save(str(warehouse.path(loop.action.source.table)))
+    for _ in range(2):  # the checkpoint does not move past the batch
+        with pytest.raises(DataQualityFailure) as refused:
+            run_split(spark, loop.action, warehouse, "run")
+        assert refused.value.code == "QA-DQ-002"
+        assert "batch 0 of dq_orders read 3 row(s), but its validated commit wrote 1 and its inbox commit 1" in str(
+            refused.value
+        )
+
+
+def test_a_landing_whose_append_lost_a_row_fails_the_batch_before_stamping_it(loop, spark, warehouse, monkeypatch):
+    original = recycled.append_once
+
+    def losing_every_row(rows, *args):
+        return original(rows.limit(0), *args)
+
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    outbox.run_outbox(spark, loop.action, warehouse, "run")
+    monkeypatch.setattr(recycled, "append_once", losing_every_row)
+    with pytest.raises(DataQualityFailure) as refused:
+        run_recycled(spark, loop.action, warehouse, "run")
+    assert refused.value.code == "QA-DQ-003"
+    assert "1 row(s) landed, but the validated commit wrote 0" in str(refused.value)
+    assert loop.inbox_row(1)["_dlq_resolved_at"] is None
 
 
 def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_identity(spark, warehouse):

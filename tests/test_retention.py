@@ -142,3 +142,19 @@ def run_purge_job(loop: Loop, dry_run: bool) -> dict:
     ]
     assert observation.asset_key.path == [loop.action.key, INBOX]
     return {key: value.value for key, value in observation.metadata.items()}
+
+
+def test_a_warehouse_folder_named_with_a_backtick_and_a_quote_runs_the_whole_loop(spark, tmp_path):
+    """Table paths reach SQL text (MERGE, DELETE, DDL) quoted, whatever the folder is called."""
+    from quarantine_assets.engine.tables import Warehouse
+
+    warehouse = Warehouse(tmp_path / "ware`house's")
+    loop = Loop(spark, warehouse, tmp_path)
+    loop.ingest([(1, None, 1.0, "EUR")])
+    loop.fix(1, order_id=1)
+    loop.run_recycle()
+    assert loop.validated() == [(1, 1, 1.0, "EUR")]
+
+    purged = purge_resolved(spark, warehouse, loop.action, timedelta(0), dry_run=False, by="test")
+
+    assert purged.rows == 1 and loop.inbox().count() == 0

@@ -19,17 +19,17 @@ import time
 from pathlib import Path
 
 import pytest
+from dagster_dev import free_port
 from pyspark.sql import functions as F
 from rich.console import Console
-from dagster_dev import free_port
 from spark_cluster import LOOPBACK, spark_standalone
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import RECYCLE_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo_run import run_demo
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.operator import fix_rows
+from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.settings import REPO_ROOT
 

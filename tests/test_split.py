@@ -374,3 +374,36 @@ def test_only_rules_without_clock_chance_or_function_judge_a_delta_stream_alike_
     stream = spark.readStream.format("delta").load(str(warehouse.path(action.source.table)))
 
     assert judges_alike_each_time(stream.select(rule_passes(Rule(name="rule", expression=expression)))) is alike
+
+
+@pytest.mark.parametrize(
+    ("source_options", "session_conf", "alike"),
+    [
+        ({}, {}, True),
+        ({"ignoreMissingFiles": "true"}, {}, False),
+        ({"ignoreCorruptFiles": "true"}, {}, False),
+        ({}, {"spark.sql.files.ignoreMissingFiles": "true"}, False),
+        ({}, {"spark.sql.files.ignoreCorruptFiles": "true"}, False),
+    ],
+)
+def test_a_source_that_skips_files_or_is_not_delta_keeps_its_verdict(
+    spark, warehouse, source_options, session_conf, alike
+):
+    """Only a Delta source that fails on a missing or unreadable file is judged again per query."""
+    from quarantine_assets.config.models import DeltaSource, FileSource
+    from quarantine_assets.engine.split import _judges_alike
+
+    action = orders_action()
+    spark.createDataFrame([], ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
+    stream = spark.readStream.format("delta").load(str(warehouse.path(action.source.table)))
+    skipping = action.model_copy(update={"source": DeltaSource(table=action.source.table, options=source_options)})
+    files = action.model_copy(update={"source": FileSource(path=str(warehouse.root), format="json")})
+    previous = {key: spark.conf.get(key) for key in session_conf}
+    for key, value in session_conf.items():
+        spark.conf.set(key, value)
+    try:
+        assert _judges_alike(spark, skipping, stream) is alike
+        assert _judges_alike(spark, files, stream) is False
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)

@@ -24,9 +24,7 @@ class DlqCommand(Config):
 
 def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
     @op(name="apply_dlq_command")
-    def apply(
-        context: OpExecutionContext, config: DlqCommand, spark: SparkResource, warehouse: WarehouseResource
-    ):
+    def apply(context: OpExecutionContext, config: DlqCommand, spark: SparkResource, warehouse: WarehouseResource):
         action = action_for_source(actions, config.source_table)
         tables = warehouse.warehouse
         session = spark.spark_session(tables)

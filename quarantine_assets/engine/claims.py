@@ -19,7 +19,7 @@ from quarantine_assets.config.models import DataQualityAction, claims_table
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
 from quarantine_assets.engine.table_health import require_healthy_dlq
-from quarantine_assets.engine.tables import Warehouse, claims_ddl
+from quarantine_assets.engine.tables import Warehouse, claims_ddl, table_reference
 from quarantine_assets.errors import OwnershipError
 
 RELEASE_COMMAND = "quarantine-assets release-claim"
@@ -86,7 +86,7 @@ def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, sou
     released = spark.createDataFrame([(source_table,)], "_dlq_source_table STRING")
     retry_on_conflict(
         lambda: spark.sql(
-            f"MERGE INTO delta.`{target}` AS claim USING {{released}} AS released "
+            f"MERGE INTO {table_reference(target)} AS claim USING {{released}} AS released "
             "ON claim._dlq_source_table = released._dlq_source_table WHEN MATCHED THEN DELETE",
             released=released,
         )
@@ -112,7 +112,7 @@ def _write_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, clai
     when_matched = "WHEN MATCHED THEN UPDATE SET * " if replace else ""
     retry_on_conflict(
         lambda: spark.sql(
-            f"MERGE INTO delta.`{target}` AS claim USING {{new}} AS new "
+            f"MERGE INTO {table_reference(target)} AS claim USING {{new}} AS new "
             f"ON claim._dlq_source_table = new._dlq_source_table {when_matched}WHEN NOT MATCHED THEN INSERT *",
             new=row,
         )

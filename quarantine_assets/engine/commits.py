@@ -16,6 +16,7 @@ from delta.exceptions import (
     ConcurrentWriteException,
     DeltaConcurrentModificationException,
     MetadataChangedException,
+    ProtocolChangedException,
 )
 from pyspark.sql import DataFrame, SparkSession
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from quarantine_assets.engine.tables import Warehouse
 
 # Open-source Delta has no row-level concurrency: two writers on one DLQ conflict even with
-# disjoint predicates. Every write we retry is idempotent, so retrying is always safe.
+# disjoint predicates, and two creating one table (the claims table beside a DLQ made from the reference's
+# DDL) both change its protocol. Every write we retry is idempotent, so retrying is always safe.
 COMMIT_CONFLICTS = (
     DeltaConcurrentModificationException,
     ConcurrentAppendException,
@@ -34,6 +36,7 @@ COMMIT_CONFLICTS = (
     ConcurrentTransactionException,
     ConcurrentWriteException,
     MetadataChangedException,
+    ProtocolChangedException,
 )
 MAX_ATTEMPTS = 10
 FIRST_BACKOFF_SECONDS = 0.2

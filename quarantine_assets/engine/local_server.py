@@ -69,8 +69,7 @@ def _start(warehouse: Warehouse, port: int) -> None:
             server.kill()
             raise QuarantineError(
                 codes.SPARK_SERVER_UNREACHABLE,
-                f"the local Spark server did not start (exit {server.poll()}); its log is {log}: "
-                f"{_tail(log)}",
+                f"the local Spark server did not start (exit {server.poll()}); its log is {log}: {_tail(log)}",
                 field="QUARANTINE_SPARK_REMOTE",
             )
         time.sleep(0.5)

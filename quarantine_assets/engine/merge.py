@@ -6,11 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Row
 
 from quarantine_assets.engine.commits import retry_on_conflict
-
-
-def table_reference(path: str) -> str:
-    """A Delta table by its path, quoted for SQL."""
-    return "delta.`" + path.replace("`", "``") + "`"
+from quarantine_assets.engine.tables import table_reference
 
 
 def when_matched_update(condition: str, assignments: dict[str, str]) -> str:

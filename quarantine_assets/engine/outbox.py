@@ -158,6 +158,8 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     def changes() -> DataFrame:
         return spark.readStream.format("delta").option("readChangeFeed", "true").load(inbox)
 
+    if not warehouse.checkpoint_started(action.key, OUTBOX_STREAM):
+        _unmark_unsent(spark, warehouse, action, columns, run_id)
     try:
         return run_action_stream(changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
     except Exception as error:
@@ -166,6 +168,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     # The change files this checkpoint still had to read were vacuumed. Every row that waits to be sent is
     # `fixed` in the inbox as it is now, and a stream without a checkpoint starts with that snapshot.
     warehouse.remove_checkpoint(action.key, OUTBOX_STREAM)
+    _unmark_unsent(spark, warehouse, action, columns, run_id)
     restarted = (
         f"the change feed of {action.quarantine.inbox_table} was vacuumed before the outbox of {action.name} "
         "read it; the outbox started again from the inbox as it is now and sent every row that is fixed"
@@ -173,6 +176,51 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     log.warning(restarted)
     return run_action_stream(
         changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=[*warnings, restarted])
+    )
+
+
+def _unmark_unsent(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, columns: DlqColumns, run_id: str
+) -> None:
+    """Before a stream starts again from the inbox's snapshot, which sends `fixed` rows only: rows an outbox
+    batch marked recycled and never appended (a crash between its two commits), whose batch the lost
+    checkpoint will not replay, are `fixed` again, as they were, and go with the first batch."""
+    if "_dlq_updated_by" not in columns.inbox:
+        return
+    source_table = action.quarantine.source_table
+    inbox_path = warehouse.path(action.quarantine.inbox_table)
+    marked = (
+        spark.read.format("delta")
+        .load(inbox_path)
+        .alias("marked")
+        .where(
+            (F.col("_dlq_source_table") == source_table)
+            & (F.col("_dlq_status") == RECYCLED)
+            & F.startswith("_dlq_updated_by", F.lit(f"{OUTBOX_STREAM}:"))
+        )
+        .select(*_ROW, columns.attempt("marked").alias(ATTEMPT), "_dlq_updated_by")
+    )
+    sent = (
+        spark.read.format("delta")
+        .load(warehouse.path(action.quarantine.outbox_table))
+        .alias("sent")
+        .select(*_ROW, columns.attempt("sent").alias(ATTEMPT))
+    )
+    unsent = marked.join(sent, [*_ROW, ATTEMPT], "left_anti")
+    if unsent.isEmpty():  # as nearly always: no commit, which a sensor would take for news
+        return
+    values = {
+        "_dlq_status": f"'{FIXED}'",
+        "_dlq_run_id": sql_string(run_id),
+        UPDATED_AT: "current_timestamp()",
+        "_dlq_updated_by": f"'{OUTBOX_STREAM}'",
+    }
+    still_marked = f"dlq._dlq_status = '{RECYCLED}' AND dlq._dlq_updated_by = new._dlq_updated_by"
+    merge_into(
+        inbox_path,
+        unsent,
+        same_attempt("dlq", "new", source_table, columns),
+        [when_matched_update(still_marked, columns.inbox_values(values))],
     )
 
 

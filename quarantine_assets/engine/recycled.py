@@ -143,8 +143,11 @@ class Landing:
         return cls(action, stream_id, int(batch_id))
 
     def committed(self, warehouse: Warehouse) -> bool:
-        """Whether the validated table's log holds this landing's append."""
-        return committed_rows(warehouse.log(self.action.target_table), self.writer, self.batch_id) is not None
+        """Whether the validated table holds this landing's append: its snapshot remembers each writer's last
+        transaction for as long as the table lives, after the commit files are cleaned up, and a stream's
+        batches commit in order."""
+        version = warehouse.delta_table(self.action.target_table).transaction_version(self.writer)
+        return version is not None and version >= self.batch_id
 
 
 def _settle_in_inbox(
@@ -227,12 +230,17 @@ def _landing_outcomes(
         settled = _settled(spark, inbox_path, judged, action, columns)
     same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
     status, tagged = F.col("_dlq_status"), F.col("_dlq_updated_by")
-    # Back in the inbox: at the next attempt, whatever the operator did with it since.
-    returned = F.col("_settled_attempt") == F.col(ATTEMPT) + 1
+    # Back in the inbox at a later attempt, whatever the operator did with it since: returned by this batch,
+    # or, when a reset checkpoint replays the batch, by it and by later ones.
+    returned = F.col("_settled_attempt") > F.col(ATTEMPT)
     if not columns.counts_attempts:
         returned = same_attempt_row & (status == QUARANTINED)
+    # A row gone from the inbox after this batch's append committed was settled by it and then purged,
+    # which only removes rows that were closed: a replay finds it accounted for.
+    purged_after_landing = status.isNull() & F.lit(landing.committed(warehouse))
     outcome = (
         F.when(same_attempt_row & (status == RECYCLED) & (tagged == landing.tag), F.lit(LANDS))
+        .when(purged_after_landing, F.lit(ALREADY_LANDED))
         .when(
             same_attempt_row
             & (status == RECYCLED)

@@ -19,7 +19,7 @@ from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
 from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
 from quarantine_assets.engine.table_health import require_healthy_dlq
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.tables import Warehouse, table_reference
 
 RESOLVED_AT = "_dlq_resolved_at"
 UPDATED_AT = "_dlq_updated_at"
@@ -59,7 +59,7 @@ def purge_resolved(
     # Resolved rows never reopen and every resolution is stamped after the cutoff, so the DELETE
     # removes exactly the rows counted, also with writers running.
     if rows_by_status and not dry_run:
-        retry_on_conflict(lambda: spark.sql(f"DELETE FROM delta.`{path}` WHERE {condition}"))
+        retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
     return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine))
 
 

@@ -252,7 +252,8 @@ def _refuse_unaccounted(action: DataQualityAction, batch_id: int, rows: int, val
             codes.SPLIT_UNACCOUNTED,
             f"batch {batch_id} of {action.name} read {rows} row(s), but its validated commit wrote {validated} and "
             f"its inbox commit {held}: {rows - validated - held} row(s) are in neither table or in both. The batch "
-            "stays uncommitted in the checkpoint and its verdict on disk; the next run writes it again from there",
+            "stays uncommitted in the checkpoint, so every run stops at it, and its rejected rows stay as judged "
+            "beside the checkpoint (verdicts/), for the difference to be found",
             file=action.config_file,
             field=action.name,
         )
@@ -260,13 +261,16 @@ def _refuse_unaccounted(action: DataQualityAction, batch_id: int, rows: int, val
 
 def _judges_alike(spark: SparkSession, action: DataQualityAction, stream: DataFrame) -> bool:
     """Whether each query of a batch judges its rows alike: its rules read no clock and are deterministic,
-    and its source is a Delta table, whose files are never rewritten and whose removed files fail a query,
-    unless Spark is told to skip missing files."""
+    and its source is a Delta table, whose files are never rewritten and whose removed or unreadable files
+    fail a query, unless Spark is told to skip them."""
     if not isinstance(action.source, DeltaSource):
         return False
-    skipping = {key.lower(): value for key, value in action.source.options.items()}.get("ignoremissingfiles")
-    if (skipping or spark.conf.get("spark.sql.files.ignoreMissingFiles", "false")).lower() == "true":
-        return False
+    options = {key.lower(): value for key, value in action.source.options.items()}
+    # A file skipped by one query and read by the other splits its rows between both tables or neither.
+    for skipping in ("ignoreMissingFiles", "ignoreCorruptFiles"):
+        chosen = options.get(skipping.lower()) or spark.conf.get(f"spark.sql.files.{skipping}", "false")
+        if chosen.lower() == "true":
+            return False
     rules = with_record_parses(applicable_rules(action.rules, stream.columns), stream.columns)
     return judges_alike_each_time(stream.select(*[passes(rule) for rule in rules]))
 

@@ -159,13 +159,17 @@ def _error_record(error: QuarantineError) -> dict:
     problems = error.problems if isinstance(error, ConfigError) else [error.problem]
     return {
         "class": type(error).__name__,
-        "problems": [dataclasses.asdict(problem) | {"file": problem.file and str(problem.file)} for problem in problems],
+        "problems": [
+            dataclasses.asdict(problem) | {"file": problem.file and str(problem.file)} for problem in problems
+        ],
     }
 
 
 def _error_from(record: dict) -> QuarantineError:
     """The coded error a batch raised, as itself: its class, code, message and place."""
-    problems = [Problem(**(problem | {"file": problem["file"] and Path(problem["file"])})) for problem in record["problems"]]
+    problems = [
+        Problem(**(problem | {"file": problem["file"] and Path(problem["file"])})) for problem in record["problems"]
+    ]
     kind = getattr(errors, record["class"], QuarantineError)
     if issubclass(kind, ConfigError):
         return kind(problems)

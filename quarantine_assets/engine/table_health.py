@@ -29,6 +29,7 @@ from quarantine_assets.engine.tables import (
     OUTBOX_PROPERTIES,
     UPGRADE_TABLES_COMMAND,
     Warehouse,
+    table_reference,
 )
 from quarantine_assets.errors import MissingTableError, UnhealthyTableError
 
@@ -242,7 +243,7 @@ def _property_check(key: str) -> Callable[[TableState, DlqRole], Finding]:
             False,
             ERROR,
             f"{state.table}: {key} is {value or 'unset'}; {requirement.why}. Fix: "
-            f"ALTER TABLE delta.`{state.path}` SET TBLPROPERTIES ('{key}' = 'true')",
+            f"ALTER TABLE {table_reference(state.path)} SET TBLPROPERTIES ('{key}' = 'true')",
             seen,
         )
 
@@ -263,7 +264,7 @@ def _layout_finding(state: TableState, role: DlqRole) -> Finding:
         f"{state.table} is clustered by {clustering or 'nothing'} and partitioned by "
         f"{state.partition_columns or 'nothing'}: concurrent MERGEs for different sources read the "
         f"same files and conflict (they retry, so runs slow down). Fix: "
-        f"ALTER TABLE delta.`{state.path}` CLUSTER BY ({CLUSTERING_COLUMN})",
+        f"ALTER TABLE {table_reference(state.path)} CLUSTER BY ({CLUSTERING_COLUMN})",
         seen,
     )
 

@@ -183,6 +183,11 @@ class Warehouse:
             return None
 
 
+def table_reference(path: str) -> str:
+    """A Delta table by its path, quoted for SQL: a folder name may hold a backtick."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
 def checkpoint_folder(action_key: str, stream: str) -> str:
     """A stream's checkpoint, relative to the warehouse root."""
     return f"_checkpoints/{action_key}/{stream}"
@@ -200,7 +205,7 @@ def _ddl(path: str, columns: dict[str, str], properties: dict[str, str], core: b
     property_lines = ",\n".join(f"  '{key}' = '{value}'" for key, value in properties.items())
     using = "" if core else "USING DELTA\n"
     return (
-        f"CREATE TABLE IF NOT EXISTS delta.`{path}` (\n{column_lines}\n)\n"
+        f"CREATE TABLE IF NOT EXISTS {table_reference(path)} (\n{column_lines}\n)\n"
         f"{using}CLUSTER BY ({CLUSTERING_COLUMN})\nTBLPROPERTIES (\n{property_lines}\n)"
     )
 
@@ -218,7 +223,8 @@ def outbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
 def claims_ddl(warehouse: Warehouse, dlq_table: str) -> str:
     """Plain Delta, no deletion vectors: delta-rs reads it without a JVM."""
     columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in CLAIMS_COLUMNS.items())
-    return f"CREATE TABLE IF NOT EXISTS delta.`{warehouse.path(claims_table(dlq_table))}` (\n{columns}\n) USING DELTA"
+    table = table_reference(warehouse.path(claims_table(dlq_table)))
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n{columns}\n) USING DELTA"
 
 
 def missing_context_columns(columns: set[str], context_columns: dict[str, str]) -> dict[str, str]:
@@ -235,7 +241,7 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str
         missing = missing_context_columns(set(warehouse.delta_table(table).schema().to_arrow().names), context_columns)
         if missing:
             columns = ", ".join(f"{name} {sql_type}" for name, sql_type in missing.items())
-            spark.sql(f"ALTER TABLE delta.`{warehouse.path(table)}` ADD COLUMNS ({columns})")
+            spark.sql(f"ALTER TABLE {table_reference(warehouse.path(table))} ADD COLUMNS ({columns})")
         added[table] = list(missing)
     return added
 

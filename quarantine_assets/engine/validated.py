@@ -8,8 +8,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
-from quarantine_assets.engine.merge import table_reference
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.tables import Warehouse, table_reference
 from quarantine_assets.errors import MissingTableError
 
 REFUSED_WITHOUT_COLUMN_MAPPING = set(" ,;{}()\n\t=")
