@@ -235,12 +235,13 @@ def _landing_outcomes(
     returned = F.col("_settled_attempt") > F.col(ATTEMPT)
     if not columns.counts_attempts:
         returned = same_attempt_row & (status == QUARANTINED)
-    # A row gone from the inbox after this batch's append committed was settled by it and then purged,
-    # which only removes rows that were closed: a replay finds it accounted for.
-    purged_after_landing = status.isNull() & F.lit(landing.committed(warehouse))
+    # A row gone from the inbox after this batch's append committed was settled by it (landed, or returned
+    # and closed since) and then purged, which removes closed rows only: a replay finds it accounted for.
+    purged_since = status.isNull() & F.lit(landing.committed(warehouse))
     outcome = (
         F.when(same_attempt_row & (status == RECYCLED) & (tagged == landing.tag), F.lit(LANDS))
-        .when(purged_after_landing, F.lit(ALREADY_LANDED))
+        .when(purged_since & (F.size(FAILED_RULES) == 0), F.lit(LANDS))
+        .when(purged_since, F.lit(QUARANTINED))
         .when(
             same_attempt_row
             & (status == RECYCLED)
