@@ -15,7 +15,6 @@ from quarantine_assets import codes
 from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT, answers, log_file, token_file
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
-from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE
 
 LOOPBACK = "127.0.0.1"
 IDLE_TIMEOUT_MINUTES = 30
@@ -43,15 +42,8 @@ def _start(warehouse: Warehouse, port: int) -> None:
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     command = [sys.executable, "-c", "from quarantine_assets.cli import main; main()", "spark-server"]
     command += ["--port", str(port), "--idle-timeout-minutes", str(IDLE_TIMEOUT_MINUTES)]
+    # The server takes its object-store settings from the environment, as every command does.
     environment = os.environ | {"QUARANTINE_WAREHOUSE": warehouse.root}
-    if warehouse.storage_options and STORAGE_OPTIONS_VARIABLE not in os.environ:
-        raise QuarantineError(
-            codes.SPARK_SERVER_UNREACHABLE,
-            f"no Spark server answers on {LOOPBACK}:{port}, and one started here would not know this warehouse's "
-            f"storage options. Start it with `quarantine-assets spark-server` where {STORAGE_OPTIONS_VARIABLE} is "
-            "set, or name a server in QUARANTINE_SPARK_REMOTE",
-            field="QUARANTINE_SPARK_REMOTE",
-        )
     server = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=descriptor, stderr=descriptor, env=environment, start_new_session=True
     )
