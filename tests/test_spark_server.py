@@ -131,3 +131,24 @@ def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path
     refused = CliRunner().invoke(app, ["--warehouse", str(tmp_path), "spark-server", "--host", "0.0.0.0"])
     assert isinstance(refused.exception, QuarantineError) and refused.exception.code == "QA-RUN-003"
     assert not token_file(DEFAULT_CONNECT_PORT).exists()
+
+
+def test_a_spark_server_stops_by_itself_once_idle_and_leaves_no_file(tmp_path):
+    from quarantine_assets.engine.spark_server import answers, pid_file
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(CLI), "--warehouse", str(tmp_path), "spark-server", "--port", str(port), "--idle-timeout-minutes", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "server.log").open("w"),
+        text=True,
+    )
+    try:
+        announced = server.stdout.readline()
+        assert "It stops after 0.1 min without a Spark job" in announced, (tmp_path / "server.log").read_text()
+        assert answers("127.0.0.1", port)
+        assert server.wait(timeout=120) == 0
+    finally:
+        server.kill()
+    assert not answers("127.0.0.1", port)
+    assert not token_file(port).exists() and not pid_file(port).exists()

@@ -49,7 +49,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
         schedules=[purge_schedule(purge)] if purge else [],
         sensors=[recycle_sensor(action) for action in quarantined],
         resources=resources or default_resources(),
-        # One run, one JVM: Spark sessions cannot be shared across executor processes.
+        # One process per run: a process per step would import Dagster and attach to Spark once per step.
         executor=in_process_executor,
     )
 
