@@ -44,8 +44,15 @@ def _start(warehouse: Warehouse, port: int) -> None:
     command += ["--port", str(port), "--idle-timeout-minutes", str(IDLE_TIMEOUT_MINUTES)]
     # The server takes its object-store settings from the environment, as every command does.
     environment = os.environ | {"QUARANTINE_WAREHOUSE": warehouse.root}
+    # Detached, in a folder of its own: it outlives the command or run that started it, and that one's folder.
     server = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=descriptor, stderr=descriptor, env=environment, start_new_session=True
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=descriptor,
+        stderr=descriptor,
+        env=environment,
+        cwd=log.parent,
+        start_new_session=True,
     )
     os.close(descriptor)
     print(
