@@ -149,7 +149,7 @@ def _print_rows(rows: list, columns: list[str], title: str) -> None:
 def ddl(
     context: typer.Context,
     core: Annotated[
-        bool, typer.Option("--core", help="Only seed 000's columns, in the reference's exact statement.")
+        bool, typer.Option("--core", help="Only the reference's seven columns, in Lakehouse Plumber's exact statement.")
     ] = False,
 ) -> None:
     """Print the CREATE TABLE statements for every DLQ inbox and outbox the configs name."""
@@ -174,7 +174,7 @@ def create_tables(context: typer.Context) -> None:
 
 @app.command("upgrade-tables")
 def upgrade_tables(context: typer.Context) -> None:
-    """Add the context columns a DLQ lacks (one created from seed 000's DDL lacks them all), in place."""
+    """Add the context columns a DLQ lacks (one created from Lakehouse Plumber's DDL lacks them all), in place."""
     workspace: Workspace = context.obj
     spark = workspace.spark
     for dlq_table in workspace.project.dlq_tables:

@@ -151,3 +151,15 @@ def test_values_that_look_like_markup_or_control_the_terminal_are_printed_as_tex
     payload = f'{{"note":"{huge}"}}'
     assert len(listed.output) < 1_000_000 and f"({len(payload) - CELL_CHARACTERS}morecharacters)" in cells
     assert huge in shown_huge.output.replace("\n", "")  # whole, wrapped at the terminal's width
+
+
+def test_no_help_text_or_check_description_speaks_of_what_a_user_does_not_know():
+    """Users know the reference as Lakehouse Plumber's quarantine mode, not by the project's internal names."""
+    from quarantine_assets.defs.table_checks import _DESCRIPTIONS
+
+    commands = [command.name or command.callback.__name__.replace("_", "-") for command in app.registered_commands]
+    texts = [
+        CliRunner().invoke(app, [*([command] if command else []), "--help"]).output for command in [None, *commands]
+    ]
+    texts += list(_DESCRIPTIONS.values())
+    assert len(texts) > 10 and not [text for text in texts if "seed" in text.lower()]

@@ -97,7 +97,7 @@ class SparkResource(ConfigurableResource):
 
 
 class HealthThresholds(ConfigurableResource):
-    """When the data checks warn or fail; seed 002 suggests alerting past a 5% reject rate."""
+    """When the data checks warn or fail; a stream processor's DLQ guidance alerts past a 5% reject rate."""
 
     reject_rate_warn: float = 0.05
     reject_rate_error: float = 0.25

@@ -40,7 +40,7 @@ Evaluate = Callable[[Warehouse], Finding]
 
 _DESCRIPTIONS = {
     CHANGE_DATA_FEED: "Change data feed is on: the outbox finds fixed rows in the inbox change feed.",
-    ROW_TRACKING: "Row tracking is on, as the reference DDL (seed 000) requires.",
+    ROW_TRACKING: "Row tracking is on, as Lakehouse Plumber's DDL requires.",
     DELETION_VECTORS: "Deletion vectors are on, so MERGEs of actions sharing the DLQ do not conflict.",
     LAYOUT: f"Clustered or partitioned by {CLUSTERING_COLUMN}, so each source's rows sit in their own files.",
     SCHEMA: "Every reference column with its type and nullability (ERROR); every context column (WARN).",

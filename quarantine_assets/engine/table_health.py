@@ -89,7 +89,7 @@ _PROPERTY_REQUIREMENTS = {
     "delta.enableRowTracking": _PropertyRequirement(
         ROW_TRACKING,
         "rowTracking",
-        "seed 000 requires it: rows keep their identity across MERGE and UPDATE rewrites, "
+        "Lakehouse Plumber's DDL requires it: rows keep their identity across MERGE and UPDATE rewrites, "
         "and the reference recycle stream fails at runtime without it",
     ),
     "delta.enableDeletionVectors": _PropertyRequirement(
