@@ -1,5 +1,5 @@
 """Every stable code this project reports, each with one meaning. Operators grep and alert on them,
-so a code is never renumbered or reused; the README's table of codes is checked against this one."""
+so a code is never renumbered or reused; docs/codes.md is generated from this one."""
 
 from __future__ import annotations
 
@@ -140,3 +140,26 @@ SPARK_SERVER_EXPOSED = _code(
 SPARK_SERVER_PORT_TAKEN = _code(
     "QA-RUN-004", "the Spark server's port is taken, by a server started before or another program"
 )
+
+
+def codes_document() -> str:
+    """`docs/codes.md`, as `python -m quarantine_assets.codes > docs/codes.md` writes it."""
+    rows = [f"| `{code}` | {meaning} |" for code, meaning in sorted(REGISTRY.items())]
+    return "\n".join(
+        [
+            "# Codes",
+            "",
+            "Every problem reaches you with a stable code: config problems with their file and field, runtime errors",
+            "before anything is written, refused operator commands with nothing changed. Generated from",
+            "`quarantine_assets/codes.py` by `python -m quarantine_assets.codes > docs/codes.md`; a test keeps it current.",
+            "",
+            "| code | meaning |",
+            "| --- | --- |",
+            *rows,
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(codes_document(), end="")
