@@ -2,14 +2,15 @@
 
 Attached to a Spark Connect server, `foreachBatch` runs in a Python worker of the server: nothing it
 sets on the caller's objects comes back, and its error reaches the caller as Spark's text. So each batch
-writes its report (or its coded error) beside the stream's checkpoint, through Spark, and the caller reads
-them from the warehouse once the run ends; embedded, the same path runs in this process.
+writes its report (or its coded error) beside the stream's checkpoint, and the caller reads them from the
+warehouse once the run ends; embedded, the same path runs in this process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from quarantine_assets import errors
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.tables import Warehouse, checkpoint_folder
+from quarantine_assets.engine.tables import Warehouse, checkpoint_folder, is_url
 from quarantine_assets.errors import ConfigError, Problem, QuarantineError
 
 Report = TypeVar("Report")
@@ -129,10 +130,22 @@ _ERROR = "error"
 
 
 def _write_json(spark: SparkSession, warehouse: Warehouse, relative_path: str, record: dict) -> None:
-    """One JSON line in a folder of its own, written by the batch's Spark: the server's worker may see
-    the warehouse through Spark alone. Rewritten whole when a replayed batch reports again."""
-    location = f"{warehouse.root}/{relative_path}"
-    spark.createDataFrame([(json.dumps(record),)], "value STRING").coalesce(1).write.mode("overwrite").text(location)
+    """One JSON line in a folder of its own, rewritten whole when a replayed batch reports again.
+
+    A local warehouse takes it as a file from this process (attached, the server's worker: on the host whose
+    Spark writes the tables), without a Spark job per batch; an object store takes it through Spark, since
+    delta-rs's Python file system cannot write.
+    """
+    text = json.dumps(record)
+    if is_url(warehouse.root):
+        location = f"{warehouse.root}/{relative_path}"
+        spark.createDataFrame([(text,)], "value STRING").coalesce(1).write.mode("overwrite").text(location)
+        return
+    folder = Path(warehouse.root, relative_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = folder / f".{uuid.uuid4().hex}.tmp"  # renamed into place: a reader never sees half of it
+    staged.write_text(text, encoding="utf-8")
+    os.replace(staged, folder / "report.json")
 
 
 def _report_record(report) -> dict:
