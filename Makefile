@@ -3,7 +3,7 @@ STAMP := $(VENV)/.installed
 # Runs started by the demo show up later in `make dev`.
 DAGSTER_HOME_DIR := $(CURDIR)/.dagster_home
 
-.PHONY: demo test dev
+.PHONY: demo test test-fast dev
 
 # Runs the demo end to end without the UI: tables, input files, one Dagster run, counts.
 demo: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
@@ -11,6 +11,10 @@ demo: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+# The tests that need no JVM (config, codes, SQL text, delta-rs reads): seconds.
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -m "not jvm and not e2e"
 
 # Runs and operator commands attach to one local Spark, started by the first of them (QUARANTINE_SPARK_REMOTE).
 dev: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml

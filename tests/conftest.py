@@ -20,6 +20,14 @@ from quarantine_assets.engine.tables import Warehouse
 # Runs and commands a test starts share the suite's JVM, or start their own, unless the test attaches them.
 os.environ.setdefault(SPARK_REMOTE_VARIABLE, EMBEDDED)
 CLI = Path(sys.executable).parent / "quarantine-assets"
+# A test that uses one of these starts a JVM, or attaches to one: `-m "not jvm"` (`make test-fast`) leaves it out.
+JVM_FIXTURES = {"spark", "spark_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if JVM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.jvm)
 
 
 @pytest.fixture(scope="session")

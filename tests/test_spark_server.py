@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
@@ -133,6 +134,7 @@ def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path
     assert not token_file(DEFAULT_CONNECT_PORT).exists()
 
 
+@pytest.mark.jvm  # starts a server of its own
 def test_a_spark_server_stops_by_itself_once_idle_and_leaves_no_file(tmp_path):
     from quarantine_assets.engine.spark_server import answers, pid_file
 
