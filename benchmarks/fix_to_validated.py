@@ -67,12 +67,20 @@ def timeline(instance: DagsterInstance, fixed_at: float, landed_at: float) -> di
     launch: a new process loading the code), each step started and ended (the first step starts the
     run's JVM), the row was seen in the validated table, and the run ended."""
     record = newest_run(instance, fixed_at)
-    moments = {"run requested by the sensor": record.create_timestamp.timestamp()}
+    return run_moments(instance, record, fixed_at, {"row seen in the validated table": landed_at})
+
+
+def run_moments(
+    instance: DagsterInstance, record: RunRecord, since: float, seen: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Seconds after `since` at which the run was created, its worker started, each step started and
+    ended, each moment of `seen` happened, and the run ended; in the order they happened."""
+    moments = {"run created": record.create_timestamp.timestamp()}
     for event in instance.all_logs(record.dagster_run.run_id, of_type=set(RUN_EVENTS)):
         label = RUN_EVENTS[event.dagster_event_type]
         moments[f"{event.step_key} {label}" if event.step_key else label] = event.timestamp
-    moments |= {"row seen in the validated table": landed_at, "run ended": record.end_time}
-    return {moment: round(at - fixed_at, 2) for moment, at in sorted(moments.items(), key=lambda item: item[1])}
+    moments |= (seen or {}) | {"run ended": record.end_time}
+    return {moment: round(at - since, 2) for moment, at in sorted(moments.items(), key=lambda item: item[1])}
 
 
 def wait_until_settled(instance: DagsterInstance, sensor: str, warehouse: Warehouse, action) -> None:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from dagster import DagsterInstance
-from fix_to_validated import landed, wait_until_settled
+from fix_to_validated import landed, run_moments, timeline, wait_for_run_end, wait_until_settled
 from harness import write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -43,8 +43,9 @@ LOCATION = "quarantine_assets"
 TIMEOUT_SECONDS = 600
 
 
-def split_all_seconds(dev, instance: DagsterInstance, warehouse: Warehouse) -> float:
-    """From the launch of `split_all` over GraphQL to its success, as the run's records have them."""
+def split_all_seconds(dev, instance: DagsterInstance, warehouse: Warehouse, moments: dict) -> float:
+    """From the launch of `split_all` over GraphQL to its success, as the run's records have them; the
+    run's moments (worker start, each step) go into `moments`."""
     landing = Path(warehouse.root) / LANDING
     generate_batch(landing, next_batch_number(landing))
     launched = time.time()
@@ -52,6 +53,7 @@ def split_all_seconds(dev, instance: DagsterInstance, warehouse: Warehouse) -> f
     finished(dev.client, run_id)
     record = instance.get_run_record_by_id(run_id)
     assert record.dagster_run.is_success, f"{SPLIT_JOB} run {run_id} failed"
+    moments.update(run_moments(instance, record, launched))
     return round(record.end_time - launched, 2)
 
 
@@ -62,7 +64,9 @@ def cli(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-def one_setting(remote: str) -> dict[str, float]:
+def one_setting(remote: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The figures of one Spark setting, and the moments of the second `split_all` run and of the recycle
+    run after the fix, in seconds after its launch or the fix."""
     warehouse = Warehouse(Path(tempfile.mkdtemp(prefix="bench-warehouse-")))
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-"))
     shutil.copy(REPO / "instance" / "dagster.yaml", home)  # the instance `make dev` runs
@@ -82,8 +86,9 @@ def one_setting(remote: str) -> dict[str, float]:
     figures = {"create-tables, the first command": round(time.perf_counter() - started, 2)}
     with dagster_dev(REPO / "workspace.yaml", home, env, cwd=REPO) as dev:
         instance = DagsterInstance.get()
-        figures["split_all, first run"] = split_all_seconds(dev, instance, warehouse)
-        figures["split_all, second run"] = split_all_seconds(dev, instance, warehouse)
+        moments = {"split_all, second run": {}, "fix -> row in the validated table": {}}
+        figures["split_all, first run"] = split_all_seconds(dev, instance, warehouse, {})
+        figures["split_all, second run"] = split_all_seconds(dev, instance, warehouse, moments["split_all, second run"])
         wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
         source = ["--source", action.quarantine.source_table]
         listed = cli(["list", *source, "--status", "quarantined", "--rule", "valid_order_id"], env)
@@ -96,19 +101,29 @@ def one_setting(remote: str) -> dict[str, float]:
             if time.time() - fixed_at > TIMEOUT_SECONDS:
                 raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
             time.sleep(0.5)
-        figures["fix -> row in the validated table"] = round(time.time() - fixed_at, 2)
+        landed_at = time.time()
+        figures["fix -> row in the validated table"] = round(landed_at - fixed_at, 2)
+        wait_for_run_end(instance, fixed_at)
+        moments["fix -> row in the validated table"] = timeline(instance, fixed_at, landed_at)
     subprocess.run([str(BIN / "quarantine-assets"), "spark-server", "--stop"], capture_output=True, check=True)
-    return figures
+    return figures, moments
 
 
 def main() -> None:
-    results = {setting: one_setting(setting) for setting in (EMBEDDED, LOCAL_SERVER)}
+    measured = {setting: one_setting(setting) for setting in (EMBEDDED, LOCAL_SERVER)}
+    results = {setting: figures for setting, (figures, _) in measured.items()}
+    moments = {setting: runs for setting, (_, runs) in measured.items()}
+    for setting, runs in moments.items():
+        for run, at in runs.items():
+            print(f"{setting}, {run}: " + ", ".join(f"{moment} {seconds:.1f}" for moment, seconds in at.items()))
     for figure in results[EMBEDDED]:
         before, after = results[EMBEDDED][figure], results[LOCAL_SERVER][figure]
         print(f"{figure:40} own JVM {before:6.1f} s   local server {after:6.1f} s   {before / after:4.1f}x")
     before, after = results[EMBEDDED], results[LOCAL_SERVER]
     ratios = {figure: round(before[figure] / after[figure], 2) for figure in before}
-    print(write_results("operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios}))
+    print(write_results(
+            "operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios, "moments": moments}
+        ))
 
 
 if __name__ == "__main__":
