@@ -29,7 +29,9 @@ def _run(code: Path, benchmark: list[str]) -> set[Path]:
     results = code / "benchmarks" / "results"
     before = set(results.glob("*.json"))
     env = os.environ | {"PYTHONPATH": str(code)}
-    subprocess.run([sys.executable, str(code / "benchmarks" / benchmark[0]), *benchmark[1:]], cwd=code, env=env, check=True)
+    subprocess.run(
+        [sys.executable, str(code / "benchmarks" / benchmark[0]), *benchmark[1:]], cwd=code, env=env, check=True
+    )
     return set(results.glob("*.json")) - before
 
 

@@ -121,9 +121,7 @@ def main() -> None:
         print(f"{figure:40} own JVM {before:6.1f} s   local server {after:6.1f} s   {before / after:4.1f}x")
     before, after = results[EMBEDDED], results[LOCAL_SERVER]
     ratios = {figure: round(before[figure] / after[figure], 2) for figure in before}
-    print(write_results(
-            "operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios, "moments": moments}
-        ))
+    print(write_results("operator-loop", {"seconds": results, "own_jvm_over_local_server": ratios, "moments": moments}))
 
 
 if __name__ == "__main__":

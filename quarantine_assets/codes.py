@@ -149,9 +149,10 @@ def codes_document() -> str:
         [
             "# Codes",
             "",
-            "Every problem reaches you with a stable code: config problems with their file and field, runtime errors",
-            "before anything is written, refused operator commands with nothing changed. Generated from",
-            "`quarantine_assets/codes.py` by `python -m quarantine_assets.codes > docs/codes.md`; a test keeps it current.",
+            "Every problem reaches you with a stable code: config problems with their file and field, runtime",
+            "errors before anything is written, refused operator commands with nothing changed. Generated from",
+            "`quarantine_assets/codes.py` by `python -m quarantine_assets.codes > docs/codes.md`; a test keeps it",
+            "current.",
             "",
             "| code | meaning |",
             "| --- | --- |",
