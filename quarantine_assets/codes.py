@@ -66,6 +66,9 @@ RULE_NAME_NOT_CODE_LIKE = _code(
     "QA-CFG-035",
     "warning: a rule name is not code-like (a-z, 0-9, _); it still is its failures' code",
 )
+SENSITIVE_COLUMN_UNKNOWN = _code(
+    "QA-CFG-036", "a sensitive column is not a top-level column of the source, so it would redact nothing"
+)
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )

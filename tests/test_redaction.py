@@ -16,7 +16,7 @@ from quarantine_assets.engine.outbox import run_outbox
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
-from quarantine_assets.errors import OperatorError
+from quarantine_assets.errors import ConfigError, OperatorError
 
 CARD, EMAIL = "4111111111111111", "alice@example.com"
 SCHEMA = "row_no INT, order_id INT, amount DOUBLE, currency STRING, email STRING, card STRING"
@@ -122,3 +122,23 @@ def test_a_redacted_row_recycles_only_with_its_sensitive_values_supplied(spark, 
     run_recycled(spark, action, warehouse, "recycled")
     landed = spark.read.format("delta").load(warehouse.path(action.target_table)).collect()
     assert [(row["order_id"], row["email"], row["card"]) for row in landed] == [(1, EMAIL, CARD)]
+
+
+@pytest.mark.parametrize("named", ["emial", "customer.email"])
+def test_a_sensitive_column_the_source_lacks_is_refused_before_anything_is_written(spark, warehouse, named):
+    """A misspelt name or a nested field would redact nothing: the split refuses it with a code instead."""
+    action = redacting_action()
+    quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card", named)})
+    action = action.model_copy(update={"quarantine": quarantine})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(2, None, 2.0, "EUR", EMAIL, CARD)]
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
+
+    with pytest.raises(ConfigError) as refused:
+        run_split(spark, action, warehouse, "split")
+
+    (problem,) = refused.value.problems
+    assert (problem.code, problem.field) == ("QA-CFG-036", "quarantine.sensitive_columns")
+    assert repr(named) in problem.message and "email" in problem.message
+    assert not warehouse.is_delta_table(action.target_table)
+    assert spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table)).count() == 0

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from quarantine_assets import codes
 from quarantine_assets.config.models import DeltaSource, FileSource, Project
 from quarantine_assets.engine.rules import RESCUED_DATA, rule_column_problems
+from quarantine_assets.engine.sensitive_columns import sensitive_column_problems
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import Problem, QuarantineError
 
@@ -90,12 +91,14 @@ def known_source_schema(
 
 
 def rules_against_sources(spark: SparkSession, project: Project, warehouse: Warehouse) -> list[Problem]:
-    """Every action's rules against its source's columns, where they are known now; each problem once."""
+    """Every action's rules and sensitive columns against its source's columns, where they are known now;
+    each problem once."""
     problems = []
     for action in project.actions:
         schema = known_source_schema(spark, action.source, warehouse)
         if schema is not None:
             problems += rule_column_problems(spark, schema, action.rules, action.expectations_file)
+            problems += sensitive_column_problems(action, schema)
     return list(dict.fromkeys(problems))
 
 

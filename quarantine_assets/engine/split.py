@@ -35,6 +35,7 @@ from quarantine_assets.engine.rules import (
     with_failed_rules,
     with_record_parses,
 )
+from quarantine_assets.engine.sensitive_columns import sensitive_column_problems
 from quarantine_assets.engine.source import (
     ONE_FILE_PER_TASK,
     SOURCE_POSITION,
@@ -302,6 +303,7 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     stream = with_view_columns(source_rows, action.operational_metadata)
     # A rule naming a column the source lacks is a config mistake: refuse it before any row is written.
     problems = rule_column_problems(spark, stream.schema, action.rules, action.expectations_file)
+    problems += sensitive_column_problems(action, source_rows.schema)
     if action.quarantine is not None:
         problems += [
             Problem(
