@@ -69,6 +69,9 @@ RULE_NAME_NOT_CODE_LIKE = _code(
 SENSITIVE_COLUMN_UNKNOWN = _code(
     "QA-CFG-036", "a sensitive column is not a top-level column of the source, so it would redact nothing"
 )
+STORAGE_CREDENTIAL_IN_CLEAR = _code(
+    "QA-CFG-037", "a storage credential is given in clear, where the Dagster UI would show it; name its variable"
+)
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )

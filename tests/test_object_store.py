@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from dagster import SensorResult
+from dagster._core.test_utils import instance_for_test
 from dagster_deltalake import AzureConfig, GcsConfig, LocalConfig, S3Config
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 from graph_driver import Loop
 from typer.testing import CliRunner
 
@@ -24,7 +26,7 @@ from quarantine_assets.engine.object_store import hadoop_version
 from quarantine_assets.engine.session import DELTA_PACKAGE, spark_config
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
-from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE
+from quarantine_assets.settings import REPO_ROOT, STORAGE_OPTIONS_VARIABLE
 
 
 def test_a_warehouse_url_runs_split_fix_sensor_recycle_and_checks(spark, tmp_path, monkeypatch):
@@ -133,3 +135,45 @@ def test_the_demo_refuses_a_warehouse_it_cannot_write_its_input_to(tmp_path, mon
     result = CliRunner().invoke(app, ["--warehouse", "s3://lake/warehouse", "demo"])
     assert isinstance(result.exception, QuarantineError) and result.exception.code == "QA-CFG-032"
     assert not Path("s3:").exists()
+
+
+RESOURCE_CONFIG_QUERY = """
+query ($selector: ResourceSelector!) {
+  topLevelResourceDetailsOrError(resourceSelector: $selector) {
+    ... on ResourceDetails { configuredValues { key value type } }
+  }
+}"""
+
+
+def shown_resource_config(resource: str) -> str:
+    """The resource's config as the Dagster UI asks for it, over GraphQL, from a code server of `definitions.py`."""
+    with instance_for_test() as instance:
+        with define_out_of_process_context(str(REPO_ROOT / "definitions.py"), "defs", instance) as context:
+            (location,) = context.get_code_location_entries()
+            selector = {
+                "repositoryLocationName": location,
+                "repositoryName": "__repository__",
+                "resourceName": resource,
+            }
+            result = execute_dagster_graphql(context, RESOURCE_CONFIG_QUERY, {"selector": selector})
+    return json.dumps(result.data["topLevelResourceDetailsOrError"]["configuredValues"])
+
+
+def test_a_storage_credential_is_shown_by_its_variable_and_refused_in_clear(tmp_path, monkeypatch):
+    secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY"
+    monkeypatch.setenv("LAKE_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("QUARANTINE_WAREHOUSE", "s3://lake/warehouse")
+    named = {"provider": "s3", "region": "eu-west-1", "secret_access_key": {"env": "LAKE_SECRET_ACCESS_KEY"}}
+    monkeypatch.setenv(STORAGE_OPTIONS_VARIABLE, json.dumps(named))
+
+    shown = shown_resource_config("warehouse")
+    assert secret not in shown and "LAKE_SECRET_ACCESS_KEY" in shown and "eu-west-1" in shown
+    # Commands, outside a Dagster run, read it from its variable.
+    assert warehouse_resource().warehouse.storage_options["secret_access_key"] == secret
+
+    monkeypatch.setenv(STORAGE_OPTIONS_VARIABLE, json.dumps(named | {"secret_access_key": secret}))
+    refused = CliRunner().invoke(app, ["--warehouse", str(tmp_path), "stats"])
+    assert isinstance(refused.exception, QuarantineError) and refused.exception.code == "QA-CFG-037"
+    assert secret not in str(refused.exception)
+    with pytest.raises(Exception, match="QA-CFG-037"):
+        load_definitions(warehouse_root=str(tmp_path))

@@ -142,3 +142,33 @@ def test_a_sensitive_column_the_source_lacks_is_refused_before_anything_is_writt
     assert repr(named) in problem.message and "email" in problem.message
     assert not warehouse.is_delta_table(action.target_table)
     assert spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table)).count() == 0
+
+
+def test_a_fix_whose_sensitive_value_does_not_fit_fails_without_showing_the_value(spark, warehouse):
+    """A `payload_type` failure shows the value that does not fit, except a sensitive column's: the operator
+    supplied it in clear, and the row goes back to the inbox with its failure."""
+    action = redacting_action()
+    quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card",)})
+    action = action.model_copy(update={"quarantine": quarantine})
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(1, None, 1.0, "EUR", 4111111111111111)]
+    schema = "row_no INT, order_id INT, amount DOUBLE, currency STRING, card BIGINT"
+    spark.createDataFrame(rows, schema).write.format("delta").save(warehouse.path(action.source.table))
+    run_split(spark, action, warehouse, "split")
+    inbox = warehouse.path(action.quarantine.dlq_table)
+    key = spark.read.format("delta").load(inbox).first()["_dlq_sk"]
+    typed_by_hand = "4111 1111 1111 1111"
+
+    fix_rows(spark, warehouse, action, [key], set_fields={"order_id": 1, "card": typed_by_hand}, by="test")
+    run_outbox(spark, action, warehouse, "outbox")
+    run_recycled(spark, action, warehouse, "recycled")
+
+    row = (
+        spark.read.format("delta")
+        .load(inbox)
+        .select("_dlq_status", F.to_json("_dlq_failed_rules").alias("rules"), F.to_json("_dlq_errors").alias("errors"))
+        .first()
+    )
+    assert row["_dlq_status"] == "quarantined"
+    assert "card is not exactly bigint" in row["rules"] and "card is not exactly bigint" in row["errors"]
+    assert typed_by_hand not in row["rules"] + row["errors"]

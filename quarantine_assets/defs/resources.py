@@ -1,9 +1,10 @@
 """Resources, chosen in one place: local Spark and a local warehouse unless configured otherwise."""
 
+import json
 import os
 from typing import Annotated
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 from dagster_deltalake import AzureConfig, DeltaTableResource, GcsConfig, LocalConfig, S3Config
 from dagster_deltalake.config import ClientConfig
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
@@ -16,6 +17,9 @@ from quarantine_assets.errors import QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
 
 StorageOptions = Annotated[LocalConfig | S3Config | AzureConfig | GcsConfig, Field(discriminator="provider")]
+# The fields of dagster-deltalake's storage configs that hold a credential: a resource shows its config in the
+# Dagster UI, so these come as an `EnvVar`, which the UI shows by its name.
+CREDENTIAL_FIELDS = ("secret_access_key", "token", "client_secret", "account_key", "sas_key", "service_account_key")
 
 
 class WarehouseResource(ConfigurableResource):
@@ -32,8 +36,15 @@ class WarehouseResource(ConfigurableResource):
 
     @property
     def warehouse(self) -> Warehouse:
+        """The warehouse with its storage options; an `EnvVar` not yet resolved (outside a Dagster run, as the
+        commands build it) is read from the environment here."""
+        options = {
+            key: value.get_value() if isinstance(value, EnvVar) else value
+            for key, value in dict(self.storage_options).items()
+        }
+        storage = type(self.storage_options).model_construct(**options).str_dict()
         client = self.client_options.str_dict() if self.client_options else {}
-        return Warehouse(self.root, self.storage_options.str_dict() | client)
+        return Warehouse(self.root, storage | client)
 
     def table(self, qualified_name: str) -> DeltaTableResource:
         return DeltaTableResource(
@@ -45,19 +56,46 @@ class WarehouseResource(ConfigurableResource):
 
 def storage_options_from_env() -> LocalConfig | S3Config | AzureConfig | GcsConfig:
     """`QUARANTINE_STORAGE_OPTIONS`: a dagster-deltalake storage config in JSON, such as
-    `{"provider": "s3", "region": "eu-west-1"}`; local when unset."""
+    `{"provider": "s3", "region": "eu-west-1"}`; local when unset. A credential is named by its variable,
+    `{"secret_access_key": {"env": "AWS_SECRET_ACCESS_KEY"}}`, or left to the provider's own chain."""
     value = os.environ.get(STORAGE_OPTIONS_VARIABLE)
     if not value:
         return LocalConfig()
     try:
-        return TypeAdapter(StorageOptions).validate_json(value)
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors())
+        fields = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise _invalid_storage_options(f"not JSON: {error}") from None
+    if not isinstance(fields, dict):
+        raise _invalid_storage_options("not a JSON object")
+    in_clear = sorted(name for name in CREDENTIAL_FIELDS if isinstance(fields.get(name), str))
+    if in_clear:
         raise QuarantineError(
-            codes.STORAGE_OPTIONS_INVALID,
-            f"{STORAGE_OPTIONS_VARIABLE} is not a storage config (provider local, s3, azure or gcs): {problems}",
+            codes.STORAGE_CREDENTIAL_IN_CLEAR,
+            f"{STORAGE_OPTIONS_VARIABLE} gives {in_clear} in clear, and the Dagster UI shows a resource's config "
+            f'to everyone who opens it. Name the variable that holds each one ({{"{in_clear[0]}": {{"env": '
+            '"VARIABLE"}}), or leave it out for the provider\'s own chain (its environment variables, an instance '
+            "profile, a managed identity)",
             field=STORAGE_OPTIONS_VARIABLE,
+        )
+    named = {key: EnvVar(item["env"]) if _names_a_variable(item) else item for key, item in fields.items()}
+    try:
+        return TypeAdapter(StorageOptions).validate_python(named)
+    except ValidationError as error:
+        raise _invalid_storage_options(
+            "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors())
         ) from None
+
+
+def _names_a_variable(item: object) -> bool:
+    return isinstance(item, dict) and list(item) == ["env"] and isinstance(item["env"], str)
+
+
+def _invalid_storage_options(problems: str) -> QuarantineError:
+    return QuarantineError(
+        codes.STORAGE_OPTIONS_INVALID,
+        f"{STORAGE_OPTIONS_VARIABLE} is not a storage config (provider local, s3, azure or gcs): {problems}",
+        field=STORAGE_OPTIONS_VARIABLE,
+    )
 
 
 def warehouse_resource(

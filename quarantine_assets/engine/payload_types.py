@@ -7,6 +7,8 @@ DATE drops the time. A recycled value lands only if it comes back unchanged, at 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -53,18 +55,21 @@ def typed_columns(schema: StructType) -> list[Column]:
     return [F.try_variant_get(PAYLOAD, variant_path(f.name), f.dataType.simpleString()).alias(f.name) for f in schema]
 
 
-def payload_type_failures(schema: StructType) -> Column:
-    """One failed-rule entry per payload value that does not come back exactly as its column's type.
+def payload_type_failures(schema: StructType, sensitive_columns: Sequence[str] = ()) -> Column:
+    """One failed-rule entry per payload value that does not come back exactly as its column's type; it shows
+    the value, except within a sensitive column (matched ignoring case), whose value an operator supplied.
 
     Written as one SQL expression, parsed by Spark at once: built from `functions`, a thousand-column
     schema takes tens of thousands of JVM round trips.
     """
+    hidden = {name.lower() for name in sensitive_columns}
     problems = _flattened(
         _problems(
             f"variant_get({PAYLOAD}, {sql_string(variant_path(column.name))}, 'variant')",
             column.dataType,
             sql_string(column.name),
             depth=0,
+            shows_values=column.name.lower() not in hidden,
         )
         for column in schema
     )
@@ -85,7 +90,7 @@ def _flattened(arrays) -> str:
     return f"flatten(array({', '.join(arrays)}))"
 
 
-def _problems(raw: str, data_type: DataType, label: str, depth: int) -> str:
+def _problems(raw: str, data_type: DataType, label: str, depth: int, shows_values: bool) -> str:
     """What does not round-trip in `raw` (a variant) as `data_type`: an array of messages, empty when exact.
     `raw` and `label` are SQL expressions; `depth` keeps nested lambdas' variables apart."""
     if isinstance(data_type, VariantType):
@@ -103,6 +108,7 @@ def _problems(raw: str, data_type: DataType, label: str, depth: int) -> str:
                         field.dataType,
                         f"concat({label}, '.', {sql_string(field.name)})",
                         depth + 1,
+                        shows_values,
                     )
                     for field in data_type
                 ),
@@ -110,25 +116,30 @@ def _problems(raw: str, data_type: DataType, label: str, depth: int) -> str:
                 f"' is not a field of ', {sql_string(data_type.simpleString())}))",
             ]
         )
-        return _when_present(absent, f"{fields} IS NULL", raw, data_type, label, inner)
+        return _when_present(absent, f"{fields} IS NULL", raw, data_type, label, inner, shows_values)
     if isinstance(data_type, ArrayType):
         elements = f"try_variant_get({raw}, '$', 'array<variant>')"
         element, index = f"element_{depth}", f"index_{depth}"
         each = _problems(
-            element, data_type.elementType, f"concat({label}, '[', cast({index} as string), ']')", depth + 1
+            element,
+            data_type.elementType,
+            f"concat({label}, '[', cast({index} as string), ']')",
+            depth + 1,
+            shows_values,
         )
         inner = f"flatten(transform({elements}, ({element}, {index}) -> {each}))"
-        return _when_present(absent, f"{elements} IS NULL", raw, data_type, label, inner)
+        return _when_present(absent, f"{elements} IS NULL", raw, data_type, label, inner, shows_values)
     if isinstance(data_type, MapType):
         entries = f"try_variant_get({raw}, '$', 'map<string,variant>')"
         entry = f"entry_{depth}"
-        each = _problems(f"{entry}.value", data_type.valueType, f"concat({label}, '[', {entry}.key, ']')", depth + 1)
+        each = _problems(
+            f"{entry}.value", data_type.valueType, f"concat({label}, '[', {entry}.key, ']')", depth + 1, shows_values
+        )
         inner = f"flatten(transform(map_entries({entries}), {entry} -> {each}))"
-        return _when_present(absent, f"{entries} IS NULL", raw, data_type, label, inner)
+        return _when_present(absent, f"{entries} IS NULL", raw, data_type, label, inner, shows_values)
     typed = f"try_variant_get({raw}, '$', {sql_string(data_type.simpleString())})"
-    return _when_present(
-        absent, f"({typed} IS NULL OR NOT {_exact(raw, typed, data_type)})", raw, data_type, label, _NO_PROBLEMS
-    )
+    wrong = f"({typed} IS NULL OR NOT {_exact(raw, typed, data_type)})"
+    return _when_present(absent, wrong, raw, data_type, label, _NO_PROBLEMS, shows_values)
 
 
 def _exact(raw: str, typed: str, data_type: DataType) -> str:
@@ -147,8 +158,10 @@ def _exact(raw: str, typed: str, data_type: DataType) -> str:
     return "true"
 
 
-def _when_present(absent: str, wrong: str, raw: str, data_type: DataType, label: str, inner: str) -> str:
+def _when_present(
+    absent: str, wrong: str, raw: str, data_type: DataType, label: str, inner: str, shows_values: bool
+) -> str:
     """No problem where the value is absent; this level's problem where it is wrong; else the inner ones."""
-    shown = f"substring(to_json({raw}), 1, {SHOWN_VALUE_CHARS})"
-    problem = f"array(concat({label}, ' = ', {shown}, ' is not exactly ', {sql_string(data_type.simpleString())}))"
+    shown = f"' = ', substring(to_json({raw}), 1, {SHOWN_VALUE_CHARS}), " if shows_values else ""
+    problem = f"array(concat({label}, {shown}' is not exactly ', {sql_string(data_type.simpleString())}))"
     return f"CASE WHEN {absent} THEN {_NO_PROBLEMS} WHEN {wrong} THEN {problem} ELSE cast({inner} as array<string>) END"

@@ -76,7 +76,7 @@ def recycle_batch(
             "_dlq_sk",
             "_dlq_source_table",
             columns.attempt("out").alias(ATTEMPT),
-            payload_type_failures(payload_schema).alias("_type_failures"),
+            payload_type_failures(payload_schema, action.quarantine.sensitive_columns).alias("_type_failures"),
             *typed_columns(payload_schema),
         )
     )
