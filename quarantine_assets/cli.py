@@ -342,10 +342,15 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
     row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
     for name, value in row.items():
         console.print(Text.assemble((name, "bold"), ": ", shown(value)), highlight=False)
-    location = record_location(row, workspace.action(row["_dlq_source_table"]).source)
+    action = workspace.action(row["_dlq_source_table"])
+    location = record_location(row, action.source)
     if location:
         console.print(f"[bold]{location.label}[/bold]: {escape(location.where)}", highlight=False)
-        if location.text is not None:
+        if location.text is not None and action.quarantine.sensitive_columns:
+            # The file holds the record as it was: its sensitive values unredacted.
+            hidden = ", ".join(action.quarantine.sensitive_columns)
+            console.print(f"(its text is not shown: {escape(action.name)} redacts {escape(hidden)})", highlight=False)
+        elif location.text is not None:
             console.print(shown(location.text), highlight=False)
 
 

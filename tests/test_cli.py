@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,27 @@ def test_no_help_text_or_check_description_speaks_of_what_a_user_does_not_know()
     ]
     texts += list(_DESCRIPTIONS.values())
     assert len(texts) > 10 and not [text for text in texts if "seed" in text.lower()]
+
+
+def test_show_withholds_the_source_record_of_an_action_that_redacts(spark, tmp_path):
+    """The source file holds the record as it was, sensitive values and all: `show` says where it is, not what."""
+    configs = tmp_path / "configs"
+    shutil.copytree(REPO_ROOT / "configs", configs)
+    orders = configs / "pipelines" / "demo" / "orders.yaml"
+    declared = '      source_table: "${catalog}.${bronze_schema}.orders"\n'
+    orders.write_text(orders.read_text().replace(declared, declared + "      sensitive_columns: [currency]\n"))
+    shared = ["--config-dir", str(configs), "--warehouse", str(tmp_path / "warehouse")]
+    wide = {"COLUMNS": "250"}
+    assert runner.invoke(app, [*shared, "demo"], env=wide).exit_code == 0
+    listed = runner.invoke(
+        app, [*shared, "list", "--source", "demo.bronze.orders", "--rule", "valid_order_id"], env=wide
+    )
+    key = re.search(r"│ ([0-9a-f]{24}-\d+) │", listed.output).group(1)
+
+    shown = runner.invoke(app, [*shared, "show", key], env=wide)
+
+    assert shown.exit_code == 0, shown.output
+    url, line = re.search(r"source line: (\S+):(\d+) \(byte \d+\)\n", shown.output).groups()
+    record = Path(unquote(urlparse(url).path)).read_text().splitlines()[int(line) - 1]
+    assert record not in shown.output
+    assert "its text is not shown: dq_orders redacts currency" in shown.output
