@@ -72,6 +72,9 @@ SENSITIVE_COLUMN_UNKNOWN = _code(
 STORAGE_CREDENTIAL_IN_CLEAR = _code(
     "QA-CFG-037", "a storage credential is given in clear, where the Dagster UI would show it; name its variable"
 )
+BAD_REJECT_LIMIT = _code(
+    "QA-CFG-038", "quarantine.max_reject_ratio is not a number from 0 to 1, or max_rejected_rows not a whole number"
+)
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )
@@ -97,6 +100,9 @@ CSV_HEADER_MISMATCH = _code(
 
 # Data quality (dqe mode).
 FAIL_RULE_VIOLATED = _code("QA-DQ-001", "a fail rule was violated; nothing of the batch was written")
+REJECT_LIMIT_EXCEEDED = _code(
+    "QA-DQ-004", "a batch rejected more rows than its action's limit; nothing of it was written, and it is retried"
+)
 
 # Accounting: a step whose own commits do not add up fails, and its next run retries the batch.
 SPLIT_UNACCOUNTED = _code(

@@ -377,6 +377,30 @@ def test_retention_days_reaches_the_quarantine_spec_and_defaults_to_keeping_rows
 
 
 @pytest.mark.parametrize(
+    ("key", "value"),
+    [("max_reject_ratio", 1.5), ("max_reject_ratio", "10%"), ("max_rejected_rows", -1), ("max_rejected_rows", 2.5)],
+)
+def test_a_reject_limit_that_is_not_a_ratio_or_a_count_is_qa_cfg_038(tmp_path, key, value):
+    quarantine = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", key: value}
+    config_dir = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
+    assert_has(
+        problems_of(config_dir), "QA-CFG-038", config_dir / "pipelines/orders.yaml", f"actions[1].quarantine.{key}"
+    )
+
+
+def test_reject_limits_reach_the_quarantine_spec_and_default_to_none(tmp_path):
+    limited = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.orders", "max_reject_ratio": 0.2}
+    limited |= {"max_rejected_rows": 1000}
+    free = {"dlq_table": "main.ops.dlq", "source_table": "main.bronze.returns"}
+    files = {"orders.yaml": flowgroup(quarantine=limited), "returns.yaml": flowgroup("returns", quarantine=free)}
+    project = load_project(project_dir(tmp_path, files), env="dev", warehouse=tmp_path / "warehouse")
+    assert sorted(
+        (a.quarantine.source_table, a.quarantine.max_reject_ratio, a.quarantine.max_rejected_rows)
+        for a in project.actions
+    ) == [("main.bronze.orders", 0.2, 1000), ("main.bronze.returns", None, None)]
+
+
+@pytest.mark.parametrize(
     ("key", "value"), [("sensitive_columns", "email"), ("sensitive_columns", ["email", ""]), ("redaction", "rot13")]
 )
 def test_sensitive_columns_or_redaction_that_is_malformed_is_qa_cfg_034(tmp_path, key, value):

@@ -407,3 +407,40 @@ def test_a_source_that_skips_files_or_is_not_delta_keeps_its_verdict(
     finally:
         for key, value in previous.items():
             spark.conf.set(key, value)
+
+
+def test_a_batch_over_the_reject_limit_writes_nothing_and_is_read_again_until_the_limit_allows_it(spark, warehouse):
+    """A circuit breaker per batch: the batch before it stays written, the one over the limit is all or nothing."""
+    action = orders_action()
+    limited = action.model_copy(
+        update={
+            "source": action.source.model_copy(update={"options": {"maxFilesPerTrigger": "1"}}),
+            "quarantine": action.quarantine.model_copy(update={"max_reject_ratio": 0.5}),
+        }
+    )
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    source = warehouse.path(action.source.table)
+    first = [(1, 1, 1.0, "EUR"), (2, 2, 2.0, "EUR"), (3, None, 3.0, "EUR")]  # a third rejected
+    broken = [(4, None, 1.0, "EUR"), (5, 5, -2.0, "EUR"), (6, 6, 3.0, "EUR")]  # two thirds rejected
+    spark.createDataFrame(first, ORDERS_SCHEMA).coalesce(1).write.format("delta").save(source)
+    spark.createDataFrame(broken, ORDERS_SCHEMA).coalesce(1).write.format("delta").mode("append").save(source)
+
+    def tables() -> tuple[list[int], list[int]]:
+        validated = spark.read.format("delta").load(warehouse.path(action.target_table)).collect()
+        inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table))
+        kept = inbox.select(F.variant_get("_row_data", "$.row_no", "int").alias("row_no")).collect()
+        return sorted(row["row_no"] for row in validated), sorted(row["row_no"] for row in kept)
+
+    for attempt in ("run", "rerun"):
+        with pytest.raises(DataQualityFailure) as refused:
+            run_split(spark, limited, warehouse, attempt)
+        assert refused.value.code == "QA-DQ-004" and refused.value.problem.field == "quarantine.max_reject_ratio"
+        assert "batch 1 of dq_orders rejected 2 of 3 row(s) (66.7%)" in str(refused.value)
+        assert "valid_order_id (1), non_negative_amount (1)" in str(refused.value)
+        assert tables() == ([1, 2], [3])
+
+    relaxed = limited.model_copy(update={"quarantine": limited.quarantine.model_copy(update={"max_reject_ratio": 0.7})})
+    report = run_split(spark, relaxed, warehouse, "after the limit was raised")
+
+    assert (report.rows_read, report.rows_validated, report.rows_quarantined) == (3, 1, 2)
+    assert tables() == ([1, 2, 6], [3, 4, 5])

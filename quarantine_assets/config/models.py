@@ -80,6 +80,9 @@ class QuarantineSpec(_Frozen):
     # Ours: columns masked (or hashed, `redaction: sha256`) in the DLQ copy of a rejected row.
     sensitive_columns: tuple[str, ...] = ()
     redaction: Literal["mask", "sha256"] = REDACTION_METHODS[0]
+    # Ours: a batch rejecting more than this share of its rows, or more than this many, writes nothing.
+    max_reject_ratio: float | None = None
+    max_rejected_rows: int | None = None
 
     @property
     def inbox_table(self) -> str:

@@ -57,7 +57,16 @@ SOURCE_KEYS = {
     "delta": {"type", "catalog", "schema", "database", "table", "options"},
 }
 WRITE_TARGET_KEYS = {"type", "catalog", "schema", "database", "table", "create_table"}
-QUARANTINE_KEYS = {"dlq_table", "source_table", "max_attempts", "retention_days", "sensitive_columns", "redaction"}
+QUARANTINE_KEYS = {
+    "dlq_table",
+    "source_table",
+    "max_attempts",
+    "retention_days",
+    "sensitive_columns",
+    "redaction",
+    "max_reject_ratio",
+    "max_rejected_rows",
+}
 WRITE_TARGET_INSTEAD = "the validated table is created by the first append with Delta's defaults"
 SUBSTITUTION_KEYS_IGNORED = {"prefix_suffix_rules": GENERATION}
 

@@ -15,6 +15,7 @@ from quarantine_assets.codes import (
     BAD_MODE,
     BAD_READ_MODE,
     BAD_REDACTION,
+    BAD_REJECT_LIMIT,
     BAD_RETENTION,
     BAD_SOURCE_TABLE,
     DLQ_IS_TARGET,
@@ -121,12 +122,29 @@ def data_quality_problems(action: dict[str, Any], file: Path, field: str) -> lis
         )
     problems += _redaction_problems(quarantine, file, child(field, "quarantine"))
     retention_days = quarantine.get("retention_days")
-    if retention_days is not None and not _is_retention(retention_days):
+    if retention_days is not None and not _is_count(retention_days):
         message = f"quarantine.retention_days must be a whole number of days, 0 or more, got {retention_days!r}"
         problems.append(
             Problem(BAD_RETENTION, message, file=file, field=child(child(field, "quarantine"), "retention_days"))
         )
+    return problems + _reject_limit_problems(quarantine, file, child(field, "quarantine"))
+
+
+def _reject_limit_problems(quarantine: dict[str, Any], file: Path, field: str) -> list[Problem]:
+    problems = []
+    ratio = quarantine.get("max_reject_ratio")
+    if ratio is not None and not _is_ratio(ratio):
+        message = f"quarantine.max_reject_ratio must be a number from 0 to 1, got {ratio!r}"
+        problems.append(Problem(BAD_REJECT_LIMIT, message, file=file, field=child(field, "max_reject_ratio")))
+    rows = quarantine.get("max_rejected_rows")
+    if rows is not None and not _is_count(rows):
+        message = f"quarantine.max_rejected_rows must be a whole number, 0 or more, got {rows!r}"
+        problems.append(Problem(BAD_REJECT_LIMIT, message, file=file, field=child(field, "max_rejected_rows")))
     return problems
+
+
+def _is_ratio(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
 
 
 def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
@@ -141,11 +159,13 @@ def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
         source_table=block["source_table"],
         # An invalid cap is reported by data_quality_problems; the footprint only needs the tables.
         max_attempts=block["max_attempts"] if _is_attempt_cap(block.get("max_attempts")) else DEFAULT_MAX_ATTEMPTS,
-        retention_days=block["retention_days"] if _is_retention(block.get("retention_days")) else None,
+        retention_days=block["retention_days"] if _is_count(block.get("retention_days")) else None,
         sensitive_columns=tuple(block.get("sensitive_columns") or ())
         if _is_column_list(block.get("sensitive_columns"))
         else (),
         redaction=block.get("redaction") if block.get("redaction") in REDACTION_METHODS else REDACTION_METHODS[0],
+        max_reject_ratio=block["max_reject_ratio"] if _is_ratio(block.get("max_reject_ratio")) else None,
+        max_rejected_rows=block["max_rejected_rows"] if _is_count(block.get("max_rejected_rows")) else None,
     )
 
 
@@ -170,7 +190,7 @@ def _is_column_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) and name.strip() for name in value)
 
 
-def _is_retention(value: Any) -> bool:
+def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

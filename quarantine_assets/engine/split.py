@@ -46,6 +46,7 @@ from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.engine.validated import added_columns, create_validated_table
 from quarantine_assets.engine.verdict import (
+    VerdictCounts,
     VerdictStage,
     judge,
     judged_once,
@@ -131,6 +132,7 @@ def split_batch(
         with judged_once(judged, judges_alike=judges_alike) as verdict:
             # Written before the first commit, by the job that judges the batch.
             counts = stage.write(verdict, rules, kept_by, parsing)
+            _refuse_over_reject_limit(action, batch_id, counts)
             kept = without_verdict(kept_rows(verdict), rules)
             added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
         rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
@@ -258,6 +260,34 @@ def _refuse_unaccounted(action: DataQualityAction, batch_id: int, rows: int, val
             file=action.config_file,
             field=action.name,
         )
+
+
+def _refuse_over_reject_limit(action: DataQualityAction, batch_id: int, counts: VerdictCounts) -> None:
+    """A circuit breaker: a batch rejecting more than `max_reject_ratio` of its rows, or more than
+    `max_rejected_rows`, is a producer's broken batch, not rows to fix one by one. Checked before the batch's
+    first commit, so nothing of it is written, and the checkpoint does not move: every run reads it again,
+    until the source is fixed or the limit raised."""
+    quarantine = action.quarantine
+    ratio = counts.rejected / counts.rows if counts.rows else 0.0
+    over_ratio = quarantine.max_reject_ratio is not None and ratio > quarantine.max_reject_ratio
+    over_rows = quarantine.max_rejected_rows is not None and counts.rejected > quarantine.max_rejected_rows
+    if not (over_ratio or over_rows):
+        return
+    limit = (
+        f"quarantine.max_reject_ratio {quarantine.max_reject_ratio}"
+        if over_ratio
+        else f"quarantine.max_rejected_rows {quarantine.max_rejected_rows}"
+    )
+    top = sorted(counts.failures_per_rule.items(), key=lambda item: -item[1])[:3]
+    reasons = ", ".join(f"{name} ({count})" for name, count in top if count)
+    raise DataQualityFailure(
+        codes.REJECT_LIMIT_EXCEEDED,
+        f"batch {batch_id} of {action.name} rejected {counts.rejected} of {counts.rows} row(s) ({ratio:.1%}), over "
+        f"{limit}; top reasons: {reasons}. Nothing of the batch was written, and every run reads it again: fix "
+        "the source, or raise the limit",
+        file=action.config_file,
+        field="quarantine.max_reject_ratio" if over_ratio else "quarantine.max_rejected_rows",
+    )
 
 
 def _judges_alike(spark: SparkSession, action: DataQualityAction, stream: DataFrame) -> bool:
