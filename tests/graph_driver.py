@@ -25,6 +25,7 @@ class Loop:
         tmp_path,
         max_attempts: int = 3,
         retention_days: int | None = None,
+        max_reject_ratio: float | None = None,
         thresholds: HealthThresholds | None = None,
         create_tables=create_dlq_tables,
     ):
@@ -32,7 +33,11 @@ class Loop:
         self.action = action.model_copy(
             update={
                 "quarantine": action.quarantine.model_copy(
-                    update={"max_attempts": max_attempts, "retention_days": retention_days}
+                    update={
+                        "max_attempts": max_attempts,
+                        "retention_days": retention_days,
+                        "max_reject_ratio": max_reject_ratio,
+                    }
                 )
             }
         )

@@ -10,9 +10,11 @@ from urllib.parse import urlparse
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from graph_driver import Loop
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
+from quarantine_assets.defs.definitions import SPLIT_JOB
 from quarantine_assets.engine.split import run_split, split_batch
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
@@ -444,3 +446,21 @@ def test_a_batch_over_the_reject_limit_writes_nothing_and_is_read_again_until_th
 
     assert (report.rows_read, report.rows_validated, report.rows_quarantined) == (3, 1, 2)
     assert tables() == ([1, 2, 6], [3, 4, 5])
+
+
+def test_the_split_job_over_the_reject_limit_fails_its_step_with_the_code_and_writes_nothing(
+    spark, warehouse, tmp_path
+):
+    """Through Dagster: the run fails at the split step, whose error carries QA-DQ-004; the tables stay as they were."""
+    loop = Loop(spark, warehouse, tmp_path, max_reject_ratio=0.5)
+    loop.ingest([(1, 1, 1.0, "EUR")])
+    broken = [(2, None, 1.0, "EUR"), (3, 3, -2.0, "EUR"), (4, 4, 3.0, "EUR")]
+    spark.createDataFrame(broken, ORDERS_SCHEMA).write.format("delta").mode("append").save(
+        warehouse.path(loop.action.source.table)
+    )
+
+    result = loop.defs.resolve_job_def(SPLIT_JOB).execute_in_process(instance=loop.instance, raise_on_error=False)
+
+    (failure,) = [event for event in result.all_events if event.is_step_failure]
+    assert failure.step_key.endswith("_split") and "QA-DQ-004" in failure.step_failure_data.error.message
+    assert loop.validated() == [(1, 1, 1.0, "EUR")] and loop.inbox().count() == 0
