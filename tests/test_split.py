@@ -462,5 +462,8 @@ def test_the_split_job_over_the_reject_limit_fails_its_step_with_the_code_and_wr
     result = loop.defs.resolve_job_def(SPLIT_JOB).execute_in_process(instance=loop.instance, raise_on_error=False)
 
     (failure,) = [event for event in result.all_events if event.is_step_failure]
-    assert failure.step_key.endswith("_split") and "QA-DQ-004" in failure.step_failure_data.error.message
+    error, shown = failure.step_failure_data.error, ""
+    while error is not None:  # the error as the UI shows it, with the errors that caused it
+        shown, error = shown + error.message, error.cause
+    assert failure.step_key.endswith("_split") and "QA-DQ-004" in shown
     assert loop.validated() == [(1, 1, 1.0, "EUR")] and loop.inbox().count() == 0
