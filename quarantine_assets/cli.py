@@ -7,6 +7,7 @@ The options every command shares (`--config-dir`, `--env`, `--warehouse`) come b
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import getpass
 import json
 import math
@@ -33,6 +34,7 @@ from quarantine_assets.config.models import DataQualityAction, Project, outbox_t
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.display import CELL_CHARACTERS, shown
 from quarantine_assets.engine import statuses
+from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, Selection, dry_run_fix, field_expressions, fix_where
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.locate import record_location
 from quarantine_assets.engine.operator import (
@@ -367,27 +369,82 @@ def stats(context: typer.Context, source: SourceOption = None, dlq: DlqOption = 
 @app.command()
 def fix(
     context: typer.Context,
-    keys: list[str],
     source: RowsSourceOption,
+    keys: Annotated[
+        list[str] | None, typer.Argument(help="Keys of the rows to fix; or select them with --where.")
+    ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option(help="Fix the rows this Spark SQL condition holds for, over payload fields and _dlq_ columns."),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="field=value; value is JSON if it parses, else text.")
     ] = None,
+    set_expr: Annotated[
+        list[str] | None,
+        typer.Option("--set-expr", help="field = <Spark SQL> over the row's payload fields (with --where)."),
+    ] = None,
     payload: Annotated[str | None, typer.Option("--payload", help="Replace the whole payload with this JSON.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="With --where: only the oldest this many rows.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --where: count what would land and what would fail; write nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the dry run as one JSON object.")] = False,
     by: ByOption = None,
 ) -> None:
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
     workspace: Workspace = context.obj
-    result = fix_rows(
-        workspace.spark,
-        workspace.warehouse,
-        workspace.action(source),
-        keys,
-        set_fields=dict(_field_assignment(item) for item in set_) if set_ else None,
-        payload=parse_json_object(payload, "--payload") if payload is not None else None,
-        by=by or getpass.getuser(),
-    )
+    set_fields = dict(_field_assignment(item) for item in set_) if set_ else None
+    if bool(keys) == (where is not None):
+        raise OperatorError(codes.FIX_NEEDS_ONE_SELECTION, "name the rows by key or select them with --where")
+    if where is None:
+        if set_expr or limit is not None or dry_run:
+            raise OperatorError(
+                codes.FIX_NEEDS_ONE_SELECTION, "--set-expr, --limit and --dry-run work on rows selected with --where"
+            )
+        result = fix_rows(
+            workspace.spark,
+            workspace.warehouse,
+            workspace.action(source),
+            keys,
+            set_fields=set_fields,
+            payload=parse_json_object(payload, "--payload") if payload is not None else None,
+            by=by or getpass.getuser(),
+        )
+    else:
+        if payload is not None:
+            raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "--payload replaces one row's payload: name it by key")
+        selection = Selection(where, limit)
+        changes = FieldChanges(field_expressions(set_expr or []), set_fields or {})
+        if dry_run:
+            report = dry_run_fix(workspace.spark, workspace.warehouse, workspace.action(source), selection, changes)
+            _print_dry_run(report, as_json)
+            return
+        result = fix_where(
+            workspace.spark,
+            workspace.warehouse,
+            workspace.action(source),
+            selection,
+            changes,
+            by=by or getpass.getuser(),
+        )
     _print_warnings(result.warnings)
     console.print(f"{result.rows_changed} row(s) of {source} marked fixed")
+
+
+def _print_dry_run(report: DryRun, as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps(dataclasses.asdict(report)))
+        return
+    console.print(
+        f"dry run, nothing written: {report.rows_matched} row(s) match, {report.rows_to_fix} would be fixed; "
+        f"{report.rows_landing} would land and {report.rows_failing_again} would fail again",
+        highlight=False,
+    )
+    if report.failures_per_rule:
+        _print_rows(list(report.failures_per_rule.items()), ["rule", "rows failing it again"], "Would fail again")
+        examples = [(example["key"], ", ".join(example["failed_rules"])) for example in report.examples]
+        _print_rows(examples, ["key", "failed rules"], "Examples")
 
 
 def _field_assignment(item: str) -> tuple[str, object]:

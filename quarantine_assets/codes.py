@@ -122,7 +122,7 @@ DISCARD_NEEDS_REASON = _code("QA-OPS-006", "a discard needs a reason")
 UNKNOWN_SOURCE = _code("QA-OPS-007", "no quarantine action owns this source_table")
 DLQ_AMBIGUOUS = _code("QA-OPS-008", "the configs name several DLQs; choose one with --dlq")
 NOT_A_JSON_OBJECT = _code("QA-OPS-009", "a payload or set_fields text is not valid JSON, or not a JSON object")
-BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set item is not field=value")
+BAD_FIELD_ASSIGNMENT = _code("QA-OPS-010", "a --set or --set-expr item is not field=value, or sets a field twice")
 SENSITIVE_FIELDS_NOT_SUPPLIED = _code(
     "QA-OPS-012", "a fix of a row whose sensitive columns were redacted must supply each of them"
 )
@@ -133,6 +133,14 @@ RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an ac
 KEY_REPEATED = _code("QA-OPS-014", "one command names the same row key more than once")
 NOT_A_FINITE_NUMBER = _code("QA-OPS-015", "a value to set is NaN or infinite, which no column of a payload keeps")
 BAD_AGE = _code("QA-OPS-016", "--older-than-days is negative or not a number")
+BAD_EXPRESSION = _code(
+    "QA-OPS-017", "a --where or --set-expr does not parse or names no field or DLQ column; or --where is no condition"
+)
+EXPRESSION_DOES_NOT_FIT = _code(
+    "QA-OPS-018", "a --set-expr value is not of its field's type, does not fit it, or fails on a selected row"
+)
+SELECTION_NOT_QUARANTINED = _code("QA-OPS-019", "a --where matches rows that are not quarantined")
+FIX_NEEDS_ONE_SELECTION = _code("QA-OPS-020", "a fix names rows by key or by --where, not both and not neither")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

@@ -1,23 +1,34 @@
 """Operator tools as Dagster jobs, for people who live in the UI; the CLI does the same."""
 
+import dataclasses
+import json
 from typing import Optional
 
 from dagster import Config, JobDefinition, OpExecutionContext, job, op
 
+from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
+from quarantine_assets.engine.bulk_fix import FieldChanges, Selection, dry_run_fix, field_expressions, fix_where
 from quarantine_assets.engine.operator import action_for_source, discard_rows, fix_rows, parse_json_object
+from quarantine_assets.errors import OperatorError
 
 OPERATOR_JOB = "dlq_operator"
 
 
 class DlqCommand(Config):
-    """Fix rows (set_fields or payload, as JSON objects) or discard them (discard_reason)."""
+    """Fix rows (set_fields or payload, as JSON objects; set_expressions, `field = <Spark SQL>`) or discard them
+    (discard_reason). Rows are named by keys, or, for a fix, selected by `where` (Spark SQL over the payload's
+    fields and the _dlq_ columns), the `limit` oldest of them; `dry_run` counts what would land and writes nothing."""
 
     source_table: str
-    keys: list[str]
+    keys: list[str] = []
+    where: Optional[str] = None
     set_fields: Optional[str] = None
+    set_expressions: list[str] = []
     payload: Optional[str] = None
+    limit: Optional[int] = None
+    dry_run: bool = False
     discard_reason: Optional[str] = None
     by: str = "dagster-ui"
 
@@ -28,7 +39,24 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
         action = action_for_source(actions, config.source_table)
         tables = warehouse.warehouse
         session = spark.spark_session(tables)
-        if config.discard_reason is not None:
+        set_fields = parse_json_object(config.set_fields, "set_fields") if config.set_fields else None
+        if config.where is not None:
+            if config.keys or config.discard_reason is not None or config.payload is not None:
+                raise OperatorError(
+                    codes.FIX_NEEDS_ONE_SELECTION, "where selects rows to fix with set_fields or set_expressions only"
+                )
+            selection = Selection(config.where, config.limit)
+            changes = FieldChanges(field_expressions(config.set_expressions), set_fields or {})
+            if config.dry_run:
+                report = dry_run_fix(session, tables, action, selection, changes)
+                context.log.info(f"dry run, nothing written: {json.dumps(dataclasses.asdict(report))}")
+                return
+            result = fix_where(session, tables, action, selection, changes, by=config.by)
+        elif config.set_expressions or config.limit is not None or config.dry_run:
+            raise OperatorError(
+                codes.FIX_NEEDS_ONE_SELECTION, "set_expressions, limit and dry_run work on rows selected by where"
+            )
+        elif config.discard_reason is not None:
             result = discard_rows(session, tables, action, config.keys, reason=config.discard_reason, by=config.by)
         else:
             result = fix_rows(
@@ -36,7 +64,7 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
                 tables,
                 action,
                 config.keys,
-                set_fields=parse_json_object(config.set_fields, "set_fields") if config.set_fields else None,
+                set_fields=set_fields,
                 payload=parse_json_object(config.payload, "payload") if config.payload else None,
                 by=config.by,
             )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
@@ -137,7 +138,7 @@ def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualit
     return {key: json.loads(found[key]["payload"]) for key in keys}
 
 
-def _checked_fields(fields: dict[str, Any], allowed: list[str]) -> dict[str, Any]:
+def checked_fields(fields: dict[str, Any], allowed: list[str]) -> dict[str, Any]:
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise OperatorError(
@@ -184,26 +185,29 @@ def fix_rows(
         )
     current = _open_payloads(spark, warehouse, action, keys)
     allowed = validated_schema(spark, warehouse, action).fieldNames()
-    changes = _checked_fields(payload if payload is not None else set_fields, allowed)
-    _refuse_redacted_fields_left_out(action, current, changes)
+    changes = checked_fields(payload if payload is not None else set_fields, allowed)
+    refuse_redacted_fields_left_out(action, {name for fields in current.values() for name in fields}, changes)
     updates = spark.createDataFrame([(key, json.dumps(changes)) for key in keys], "_dlq_sk STRING, payload STRING")
-    # The fixer resolves the row once it lands; a failed recycle clears the name again.
-    fixed = {"_dlq_status": F.lit(FIXED), "_dlq_reason": F.lit(None).cast("string"), "_dlq_resolved_by": F.lit(by)}
     if payload is not None:
         updates, computed = updates.withColumn("_row_data", F.parse_json("payload")), {}
     else:
         changed = F.variant_get(F.parse_json("payload"), "$", "map<string, variant>")
-        updates, computed = updates.withColumn("_changes", changed), {"_row_data": _PAYLOAD_WITH_CHANGES}
-    return _update_open_rows(spark, warehouse, action, updates.withColumns(fixed), by, computed)
+        updates, computed = updates.withColumn("_changes", changed), _CHANGED_PAYLOAD
+    return update_open_rows(spark, warehouse, action, updates.withColumns(marked_fixed(by)), by, computed)
 
 
-def _refuse_redacted_fields_left_out(
-    action: DataQualityAction, current: dict[str, dict[str, Any]], changes: dict[str, Any]
-) -> None:
-    """The DLQ holds a sensitive column's value masked or hashed: only the operator can give it back."""
+def marked_fixed(by: str) -> dict[str, Column]:
+    """The columns of a row an operator fixed. The fixer resolves the row once it lands; a failed recycle clears
+    the name again."""
+    return {"_dlq_status": F.lit(FIXED), "_dlq_reason": F.lit(None).cast("string"), "_dlq_resolved_by": F.lit(by)}
+
+
+def refuse_redacted_fields_left_out(action: DataQualityAction, fields: set[str], changed: Iterable[str]) -> None:
+    """The DLQ holds a sensitive column's value masked or hashed: only the operator can give it back. `fields`:
+    those of the payloads to change."""
     sensitive = {name.lower() for name in action.quarantine.sensitive_columns}
-    supplied = {name.lower() for name in changes}
-    missing = sorted({name for fields in current.values() for name in fields if name.lower() in sensitive - supplied})
+    supplied = {name.lower() for name in changed}
+    missing = sorted({name for name in fields if name.lower() in sensitive - supplied})
     if missing:
         raise OperatorError(
             codes.SENSITIVE_FIELDS_NOT_SUPPLIED,
@@ -227,7 +231,7 @@ def discard_rows(
             "_dlq_resolved_by": F.lit(by),
         }
     )
-    return _update_open_rows(spark, warehouse, action, closed, by)
+    return update_open_rows(spark, warehouse, action, closed, by)
 
 
 @dataclass(frozen=True)
@@ -236,25 +240,32 @@ class OperatorResult:
     warnings: list[str]  # what this DLQ loses without its missing context columns
 
 
-# The inbox payload with the fields of the fix (`new._changes`) set; every other field keeps its variant value as it
-# is, since a trip through JSON would turn binary into text and -0.0 into 0.
-_PAYLOAD_WITH_CHANGES = (
-    "to_variant_object(map_concat(map_filter(variant_get(dlq._row_data, '$', 'map<string, variant>'), "
-    "(name, value) -> NOT array_contains(map_keys(new._changes), name)), new._changes))"
-)
+def payload_with_changes(payload: str, changes: str) -> str:
+    """SQL for the `payload` (a variant object) with the fields of `changes` (a map of variants) set. Every other
+    field keeps its variant value as it is, since a trip through JSON would turn binary into text and -0.0 into 0."""
+    return (
+        f"to_variant_object(map_concat(map_filter(variant_get({payload}, '$', 'map<string, variant>'), "
+        f"(name, value) -> NOT array_contains(map_keys({changes}), name)), {changes}))"
+    )
 
 
-def _update_open_rows(
+# A fix's payload: the row's, with the fields of the fix's `_changes` set.
+_CHANGED_PAYLOAD = {"_row_data": payload_with_changes("dlq._row_data", "new._changes")}
+
+
+def update_open_rows(
     spark: SparkSession,
     warehouse: Warehouse,
     action: DataQualityAction,
     updates: DataFrame,
     by: str,
     computed: dict[str, str] | None = None,
+    also: str | None = None,
 ) -> OperatorResult:
-    """Each key's row takes the values of `updates`' columns, and of `computed` (SQL on the row, `dlq`, and its
-    update, `new`). Scoped to the source and to open rows, and retried on commit conflicts, so a running split
-    never fails. SQL, not Delta's Python API, so that it runs the same on a Spark Connect server."""
+    """Each key's row takes the values of `updates`' columns that the inbox has, and of `computed` (SQL on the
+    row, `dlq`, and its update, `new`). Scoped to the source and to open rows meeting `also` (SQL on the same),
+    and retried on commit conflicts, so a running split never fails. SQL, not Delta's Python API, so that it
+    runs the same on a Spark Connect server."""
     columns = before_writing(spark, warehouse, action, by=by)
     new = updates.withColumns({"_dlq_updated_at": F.current_timestamp(), "_dlq_updated_by": F.lit(by)})
     assignments = columns.inbox_values({name: f"new.{name}" for name in new.columns if name != "_dlq_sk"})
@@ -264,7 +275,7 @@ def _update_open_rows(
         warehouse.path(action.quarantine.inbox_table),
         new,
         scoped_key_condition("dlq", "new", action.quarantine.source_table),
-        [when_matched_update(f"dlq._dlq_status IN ({statuses})", assignments)],
+        [when_matched_update(f"dlq._dlq_status IN ({statuses})" + (f" AND ({also})" if also else ""), assignments)],
     )
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return OperatorResult(metrics["num_updated_rows"], warnings)

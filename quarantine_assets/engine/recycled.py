@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -16,14 +16,14 @@ from quarantine_assets.engine.delta_log import committed_rows
 from quarantine_assets.engine.dlq_columns import ATTEMPT, DlqColumns
 from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.merge import merge_into, when_matched_update
-from quarantine_assets.engine.operational_metadata import table_column_names, with_table_columns
+from quarantine_assets.engine.operational_metadata import with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
 from quarantine_assets.engine.payload_types import payload_type_failures, sql_string, typed_columns
 from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, applicable_rules, error_details, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
 from quarantine_assets.engine.tables import INBOX_CONTEXT_COLUMNS, INBOX_CORE_COLUMNS, Warehouse
-from quarantine_assets.engine.validated import validated_schema
+from quarantine_assets.engine.validated import payload_schema, validated_schema
 from quarantine_assets.engine.verdict import judged_once
 from quarantine_assets.errors import DataQualityFailure
 
@@ -65,29 +65,18 @@ def recycle_batch(
     again and lands; one whose append did commit is stamped and not appended again.
     """
     schema = validated_schema(spark, warehouse, action)
-    # Columns of the target's own metadata are not in a payload: they are evaluated when the row lands.
-    table_metadata = table_column_names(action.operational_metadata)
-    payload_schema = StructType([column for column in schema if column.name not in table_metadata])
-    rules = applicable_rules(action.rules, payload_schema.fieldNames())
-    typed = (
-        outbox_rows.alias("out")
-        .where(F.col("_dlq_source_table") == action.quarantine.source_table)
-        .select(
-            "_dlq_sk",
-            "_dlq_source_table",
-            columns.attempt("out").alias(ATTEMPT),
-            payload_type_failures(payload_schema, action.quarantine.sensitive_columns).alias("_type_failures"),
-            *typed_columns(payload_schema),
-        )
+    rows = outbox_rows.alias("out").where(F.col("_dlq_source_table") == action.quarantine.source_table)
+    typed = judged_payloads(
+        rows,
+        action,
+        payload_schema(spark, warehouse, action),
+        "_dlq_sk",
+        "_dlq_source_table",
+        columns.attempt("out").alias(ATTEMPT),
     )
-    failed_rules = F.concat(F.col("_type_failures"), failed_rules_column(rules))
     # Judged once for the MERGEs, the landing join and the append: a rule that reads the clock or is not
     # deterministic cannot settle a row one way and land it the other.
-    with judged_once(
-        typed.withColumn(FAILED_RULES, failed_rules).withColumn(
-            ERRORS, error_details(F.col(FAILED_RULES), action.rules)
-        )
-    ) as judged:
+    with judged_once(typed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), action.rules))) as judged:
         landing = Landing(action, stream_id, batch_id)
         inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
@@ -119,6 +108,21 @@ def recycle_batch(
         rows_exhausted=count.get(EXHAUSTED, 0),
         rows_already_landed=count.get(ALREADY_LANDED, 0),
     )
+
+
+def judged_payloads(
+    rows: DataFrame, action: DataQualityAction, payload_fields: StructType, *kept: str | Column
+) -> DataFrame:
+    """Each row's payload (`_row_data`) in the columns and types of `payload_fields`, and the rules it fails
+    (`FAILED_RULES`) as the recycled stream judges it: a value that does not come back exactly in its column's
+    type fails `payload_type`, then the action's rules. `kept`: columns of `rows` kept beside them."""
+    rules = applicable_rules(action.rules, payload_fields.fieldNames())
+    typed = rows.select(
+        *kept,
+        payload_type_failures(payload_fields, action.quarantine.sensitive_columns).alias("_type_failures"),
+        *typed_columns(payload_fields),
+    )
+    return typed.withColumn(FAILED_RULES, F.concat(F.col("_type_failures"), failed_rules_column(rules)))
 
 
 @dataclass(frozen=True)

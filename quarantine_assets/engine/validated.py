@@ -8,6 +8,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.commits import retry_on_conflict
+from quarantine_assets.engine.operational_metadata import table_column_names
 from quarantine_assets.engine.tables import Warehouse, table_reference
 from quarantine_assets.errors import MissingTableError
 
@@ -29,6 +30,14 @@ def validated_schema(spark: SparkSession, warehouse: Warehouse, action: DataQual
             file=action.config_file,
         )
     return spark.read.format("delta").load(path).schema
+
+
+def payload_schema(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> StructType:
+    """The validated table's columns that a DLQ payload holds: all but those of the target's own operational
+    metadata, which are evaluated when a row lands."""
+    table_metadata = table_column_names(action.operational_metadata)
+    schema = validated_schema(spark, warehouse, action)
+    return StructType([column for column in schema if column.name not in table_metadata])
 
 
 def added_columns(
