@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -109,6 +110,10 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
         (["fix", key, "--source", "demo.bronze.orders", "--set", "amount=-Infinity"], "QA-OPS-015"),
         (["purge", "--older-than-days", "-1"], "QA-OPS-016"),
         (["purge", "--older-than-days", "nan"], "QA-OPS-016"),
+        (["fix", key, "--source", "demo.bronze.orders", "--where", "true", "--set", "order_id=1"], "QA-OPS-020"),
+        (["fix", "--source", "demo.bronze.orders", "--set", "order_id=1"], "QA-OPS-020"),
+        (["fix", key, "--source", "demo.bronze.orders", "--set-expr", "order_id = 1"], "QA-OPS-020"),
+        (["fix", "--source", "demo.bronze.orders", "--where", "true", "--set-expr", "order_id"], "QA-OPS-010"),
     ):
         refused = runner.invoke(app, ["--warehouse", str(tmp_path), *command])
         assert isinstance(refused.exception, OperatorError) and refused.exception.code == code, refused.output
@@ -188,3 +193,24 @@ def test_show_withholds_the_source_record_of_an_action_that_redacts(spark, tmp_p
     record = Path(unquote(urlparse(url).path)).read_text().splitlines()[int(line) - 1]
     assert record not in shown.output
     assert "its text is not shown: dq_orders redacts currency" in shown.output
+
+
+def test_fix_by_predicate_dry_runs_as_json_then_fixes_the_rows_it_counted(spark, tmp_path):
+    wide = {"COLUMNS": "250"}
+    shared = ["--warehouse", str(tmp_path)]
+    assert runner.invoke(app, [*shared, "demo"], env=wide).exit_code == 0
+    listed = runner.invoke(
+        app, [*shared, "list", "--source", "demo.bronze.orders", "--status", "quarantined", "--limit", "1000"], env=wide
+    )
+    quarantined = len(re.findall(r"│ ([0-9a-f]{24}-\d+) │", listed.output))
+    selection = ["--source", "demo.bronze.orders", "--where", "_dlq_status = 'quarantined'"]
+    change = ["--set-expr", "order_id = coalesce(order_id, 1)"]
+
+    dry = runner.invoke(app, [*shared, "fix", *selection, *change, "--dry-run", "--json"], env=wide)
+    assert dry.exit_code == 0, dry.output
+    report = json.loads(dry.output)
+    assert report["rows_matched"] == report["rows_to_fix"] == quarantined > 0
+    assert report["rows_landing"] + report["rows_failing_again"] == quarantined
+
+    fixed = runner.invoke(app, [*shared, "fix", *selection, *change], env=wide)
+    assert fixed.exit_code == 0 and f"{quarantined} row(s) of demo.bronze.orders marked fixed" in fixed.output
