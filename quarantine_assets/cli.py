@@ -32,7 +32,7 @@ from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
-from quarantine_assets.display import CELL_CHARACTERS, shown
+from quarantine_assets.display import CELL_CHARACTERS, json_line, shown
 from quarantine_assets.engine import statuses
 from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, Selection, dry_run_fix, field_expressions, fix_where
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
@@ -317,6 +317,7 @@ OlderOption = Annotated[float | None, typer.Option("--older-than-hours", help="O
 ByOption = Annotated[
     str | None, typer.Option("--by", help="Who makes the change, recorded on the row (default: your user name).")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON: one object per line, for another tool.")]
 RowsSourceOption = Annotated[str, typer.Option("--source", help="The source_table the rows belong to.")]
 
 
@@ -329,23 +330,32 @@ def list_rows(
     older_than_hours: OlderOption = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 50,
     dlq: DlqOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """List DLQ rows, oldest first, with their failed rules and payload."""
     workspace: Workspace = context.obj
     row_filter = RowFilter(source, status, rule, timedelta(hours=older_than_hours) if older_than_hours else None)
     rows = listing(workspace.spark, workspace.warehouse, workspace.dlq(dlq), row_filter, limit)
+    if as_json:
+        for row in rows.collect():
+            print(json_line(row.asDict(recursive=True) | {"payload": json.loads(row["payload"])}))
+        return
     _print_rows(rows.collect(), rows.columns, "DLQ rows")
 
 
 @app.command()
-def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
+def show(context: typer.Context, key: str, dlq: DlqOption = None, as_json: JsonOption = False) -> None:
     """Show one DLQ row with every column, and where its record is in its source file."""
     workspace: Workspace = context.obj
     row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
-    for name, value in row.items():
-        console.print(Text.assemble((name, "bold"), ": ", shown(value)), highlight=False)
     action = workspace.action(row["_dlq_source_table"])
     location = record_location(row, action.source)
+    if as_json:
+        where = {"source_record": location.where} if location else {}
+        print(json_line(row | {"_row_data": json.loads(row["_row_data"])} | where))
+        return
+    for name, value in row.items():
+        console.print(Text.assemble((name, "bold"), ": ", shown(value)), highlight=False)
     if location:
         console.print(f"[bold]{location.label}[/bold]: {escape(location.where)}", highlight=False)
         if location.text is not None and action.quarantine.sensitive_columns:
@@ -357,12 +367,19 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None) -> None:
 
 
 @app.command()
-def stats(context: typer.Context, source: SourceOption = None, dlq: DlqOption = None) -> None:
+def stats(
+    context: typer.Context, source: SourceOption = None, dlq: DlqOption = None, as_json: JsonOption = False
+) -> None:
     """Counts by source, failed rule and status, and the age of the oldest quarantined row."""
     workspace: Workspace = context.obj
     found = queue_stats(workspace.spark, workspace.warehouse, workspace.dlq(dlq), RowFilter(source_table=source))
-    _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
     age = found.oldest_quarantined_age
+    if as_json:
+        counts = [row.asDict() for row in found.counts]
+        age_seconds = age.total_seconds() if age is not None else None
+        print(json_line({"counts": counts, "oldest_quarantined_age_seconds": age_seconds}))
+        return
+    _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
     console.print(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
 
 
@@ -389,7 +406,7 @@ def fix(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="With --where: count what would land and what would fail; write nothing.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the dry run as one JSON object.")] = False,
+    as_json: JsonOption = False,
     by: ByOption = None,
 ) -> None:
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
@@ -434,7 +451,7 @@ def fix(
 
 def _print_dry_run(report: DryRun, as_json: bool) -> None:
     if as_json:
-        console.print_json(json.dumps(dataclasses.asdict(report)))
+        print(json_line(dataclasses.asdict(report)))
         return
     console.print(
         f"dry run, nothing written: {report.rows_matched} row(s) match, {report.rows_to_fix} would be fixed; "

@@ -83,6 +83,9 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
     )
     assert listed.exit_code == 0
     key = re.search(r"│ ([0-9a-f]{24}-\d+) │", listed.output).group(1)
+    assert "Row(" not in listed.output and "valid_order_id: order_id IS NOT NULL" in listed.output
+    narrow = runner.invoke(app, ["--warehouse", str(tmp_path), "list"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0 and max(len(line) for line in narrow.output.splitlines()) <= 80
 
     fixed = runner.invoke(
         app,
@@ -214,3 +217,13 @@ def test_fix_by_predicate_dry_runs_as_json_then_fixes_the_rows_it_counted(spark,
 
     fixed = runner.invoke(app, [*shared, "fix", *selection, *change], env=wide)
     assert fixed.exit_code == 0 and f"{quarantined} row(s) of demo.bronze.orders marked fixed" in fixed.output
+
+    as_lines = runner.invoke(app, [*shared, "list", "--source", "demo.bronze.orders", "--limit", "1000", "--json"])
+    rows = [json.loads(line) for line in as_lines.output.splitlines()]
+    assert len(rows) == quarantined and {row["_dlq_status"] for row in rows} == {"fixed"}
+    assert all(row["payload"]["order_id"] is not None for row in rows)
+    one = json.loads(runner.invoke(app, [*shared, "show", rows[0]["_dlq_sk"], "--json"]).output)
+    assert one["_dlq_sk"] == rows[0]["_dlq_sk"] and one["_row_data"] == rows[0]["payload"]
+    assert one["_dlq_failed_rules"] == rows[0]["_dlq_failed_rules"] and one["source_record"]
+    summary = json.loads(runner.invoke(app, [*shared, "stats", "--source", "demo.bronze.orders", "--json"]).output)
+    assert sum(count["count"] for count in summary["counts"] if count["_dlq_status"] == "fixed") >= quarantined
