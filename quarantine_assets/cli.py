@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -34,7 +34,16 @@ from quarantine_assets.config.models import DataQualityAction, Project, outbox_t
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.display import CELL_CHARACTERS, json_line, shown
 from quarantine_assets.engine import statuses
-from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, Selection, dry_run_fix, field_expressions, fix_where
+from quarantine_assets.engine.bulk_fix import (
+    DryRun,
+    FieldChanges,
+    Selection,
+    dry_run_fix,
+    field_expressions,
+    fix_where,
+    redrive_selection,
+    required,
+)
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.locate import record_location
 from quarantine_assets.engine.operator import (
@@ -432,7 +441,7 @@ def fix(
         if payload is not None:
             raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "--payload replaces one row's payload: name it by key")
         selection = Selection(where, limit)
-        changes = FieldChanges(field_expressions(set_expr or []), set_fields or {})
+        changes = required(FieldChanges(field_expressions(set_expr or []), set_fields or {}))
         if dry_run:
             report = dry_run_fix(workspace.spark, workspace.warehouse, workspace.action(source), selection, changes)
             _print_dry_run(report, as_json)
@@ -447,6 +456,37 @@ def fix(
         )
     _print_warnings(result.warnings)
     console.print(f"{result.rows_changed} row(s) of {source} marked fixed")
+
+
+@app.command()
+def redrive(
+    context: typer.Context,
+    source: RowsSourceOption,
+    rule: Annotated[str | None, typer.Option(help="Only rows that failed this rule.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only rows quarantined by this Dagster run id.")] = None,
+    since: Annotated[datetime | None, typer.Option(help="Only rows quarantined at or after this time (UTC).")] = None,
+    where: Annotated[str | None, typer.Option(help="Only rows this Spark SQL condition holds for.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the oldest this many rows.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would land and what would fail again; write nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+    by: ByOption = None,
+) -> None:
+    """Send quarantined rows back through the recycle path as they are, to be judged by the rules configured now:
+    after a rule was too strict. Rows that still fail return to the inbox with their new failed rules; a redrive
+    counts as an attempt, like every trip through the recycle path."""
+    workspace: Workspace = context.obj
+    selection = redrive_selection(rule, run, since, where, limit)
+    action = workspace.action(source)
+    if dry_run:
+        _print_dry_run(dry_run_fix(workspace.spark, workspace.warehouse, action, selection, FieldChanges()), as_json)
+        return
+    result = fix_where(
+        workspace.spark, workspace.warehouse, action, selection, FieldChanges(), by=by or getpass.getuser()
+    )
+    _print_warnings(result.warnings)
+    console.print(f"{result.rows_changed} row(s) of {source} sent back to be judged again")
 
 
 def _print_dry_run(report: DryRun, as_json: bool) -> None:

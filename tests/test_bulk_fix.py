@@ -8,7 +8,17 @@ from collections import Counter
 import pytest
 from graph_driver import Loop
 
-from quarantine_assets.engine.bulk_fix import FieldChanges, Selection, dry_run_fix, fix_where
+from quarantine_assets.config.models import Rule
+from quarantine_assets.engine.bulk_fix import (
+    FieldChanges,
+    Selection,
+    dry_run_fix,
+    fix_where,
+    redrive_selection,
+    required,
+)
+from quarantine_assets.engine.outbox import run_outbox
+from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.errors import OperatorError
 
 AMOUNT_FAILED = "array_contains(_dlq_failed_rules.name, 'non_negative_amount')"
@@ -106,7 +116,7 @@ def test_a_refused_fix_has_a_code_and_writes_nothing(loop):
     for where, changes, _ in REFUSALS:
         for run in (dry_run_fix, lambda *args: fix_where(*args, by="ops")):
             with pytest.raises(OperatorError) as refused:
-                run(loop.spark, loop.warehouse, loop.action, Selection(where), changes)
+                run(loop.spark, loop.warehouse, loop.action, Selection(where), required(changes))
         refused_with.append(refused.value.code)
     assert refused_with == [code for _, _, code in REFUSALS]
     assert _inbox_version(loop) == version
@@ -135,3 +145,32 @@ def test_the_operator_job_dry_runs_then_fixes_by_predicate_from_the_ui(loop):
     assert _statuses(loop) == {2: "fixed", 3: "quarantined", 4: "fixed", 5: "quarantined", 6: "quarantined"}
     loop.run_recycle()
     assert loop.validated() == [(1, 1, 10.0, "EUR"), (2, 2, 5.0, "EUR"), (4, 4, 7.0, "EUR")]
+
+
+def test_a_redrive_after_a_rule_change_lands_what_the_rules_now_pass_and_returns_the_rest(loop):
+    spark, warehouse = loop.spark, loop.warehouse
+    loop.ingest([(7, 7, 3.0, "GBP"), (8, 8, -1.0, "GBP")])  # known_currency was too strict for GBP
+    payload_before = loop.inbox().where(f"_dlq_sk = '{loop.key_of(7)}'").selectExpr("to_json(_row_data)").first()[0]
+    rules = tuple(
+        Rule(name=rule.name, expression="currency IN ('EUR', 'USD', 'GBP')") if rule.name == "known_currency" else rule
+        for rule in loop.action.rules
+    )
+    relaxed = loop.action.model_copy(update={"rules": rules})
+    selection = redrive_selection(rule="known_currency")
+
+    dry = dry_run_fix(spark, warehouse, relaxed, selection, FieldChanges())
+    assert (dry.rows_to_fix, dry.rows_landing, dry.rows_failing_again) == (3, 1, 2)  # rows 5, 7 and 8
+    assert dry.failures_per_rule == {"non_negative_amount": 2, "known_currency": 1}
+    assert fix_where(spark, warehouse, relaxed, selection, FieldChanges(), by="ops").rows_changed == 3
+    run_outbox(spark, relaxed, warehouse, "redrive")
+    run_recycled(spark, relaxed, warehouse, "redrive")
+
+    assert (7, 7, 3.0, "GBP") in loop.validated() and (8, 8, -1.0, "GBP") not in loop.validated()
+    landed = loop.inbox().where(f"_dlq_sk = '{loop.key_of(7)}'")
+    assert landed.selectExpr("to_json(_row_data)").first()[0] == payload_before  # sent back as it was
+    back = {row_no: loop.inbox_row(row_no) for row_no in (5, 8)}
+    assert {row_no: (row["_dlq_status"], row["_dlq_attempt"]) for row_no, row in back.items()} == {
+        5: ("quarantined", 2),
+        8: ("quarantined", 2),
+    }
+    assert [failure["name"] for failure in back[8]["_dlq_failed_rules"]] == ["non_negative_amount"]

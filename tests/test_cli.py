@@ -215,6 +215,18 @@ def test_fix_by_predicate_dry_runs_as_json_then_fixes_the_rows_it_counted(spark,
     assert report["rows_matched"] == report["rows_to_fix"] == quarantined > 0
     assert report["rows_landing"] + report["rows_failing_again"] == quarantined
 
+    # Sent back as they are, under the same rules, every row would fail again.
+    redriven = runner.invoke(app, [*shared, "redrive", "--source", "demo.bronze.orders", "--dry-run", "--json"])
+    assert redriven.exit_code == 0, redriven.output
+    assert json.loads(redriven.output) | {"failures_per_rule": None, "examples": None} == {
+        "rows_matched": quarantined,
+        "rows_to_fix": quarantined,
+        "rows_landing": 0,
+        "rows_failing_again": quarantined,
+        "failures_per_rule": None,
+        "examples": None,
+    }
+
     fixed = runner.invoke(app, [*shared, "fix", *selection, *change], env=wide)
     assert fixed.exit_code == 0 and f"{quarantined} row(s) of demo.bronze.orders marked fixed" in fixed.output
 

@@ -9,7 +9,14 @@ from dagster import Config, JobDefinition, OpExecutionContext, job, op
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.bulk_fix import FieldChanges, Selection, dry_run_fix, field_expressions, fix_where
+from quarantine_assets.engine.bulk_fix import (
+    FieldChanges,
+    Selection,
+    dry_run_fix,
+    field_expressions,
+    fix_where,
+    required,
+)
 from quarantine_assets.engine.operator import action_for_source, discard_rows, fix_rows, parse_json_object
 from quarantine_assets.errors import OperatorError
 
@@ -46,7 +53,7 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
                     codes.FIX_NEEDS_ONE_SELECTION, "where selects rows to fix with set_fields or set_expressions only"
                 )
             selection = Selection(config.where, config.limit)
-            changes = FieldChanges(field_expressions(config.set_expressions), set_fields or {})
+            changes = required(FieldChanges(field_expressions(config.set_expressions), set_fields or {}))
             if config.dry_run:
                 report = dry_run_fix(session, tables, action, selection, changes)
                 context.log.info(f"dry run, nothing written: {json.dumps(dataclasses.asdict(report))}")

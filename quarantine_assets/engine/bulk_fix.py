@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pyspark.errors import PySparkException
@@ -28,7 +29,7 @@ from quarantine_assets.engine.operator import (
     refuse_redacted_fields_left_out,
     update_open_rows,
 )
-from quarantine_assets.engine.payload_types import PAYLOAD, typed_columns
+from quarantine_assets.engine.payload_types import PAYLOAD, sql_string, typed_columns
 from quarantine_assets.engine.recycled import judged_payloads
 from quarantine_assets.engine.rules import FAILED_RULES
 from quarantine_assets.engine.statuses import QUARANTINED
@@ -88,6 +89,35 @@ def field_expressions(items: Iterable[str]) -> dict[str, str]:
     return expressions
 
 
+def required(changes: FieldChanges) -> FieldChanges:
+    """A fix sets fields; a selection sent back with its payload as it is, is a redrive."""
+    if not changes.fields:
+        raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "give fields to set (--set or --set-expr)")
+    return changes
+
+
+def redrive_selection(
+    rule: str | None = None,
+    run_id: str | None = None,
+    since: datetime | None = None,
+    where: str | None = None,
+    limit: int | None = None,
+) -> Selection:
+    """The quarantined rows that failed `rule`, were quarantined by the run `run_id`, since `since`, and meet
+    `where`: sent back through the recycle path as they are (`fix_where` with no change), to be judged by the
+    rules configured now."""
+    conditions = [f"_dlq_status = '{QUARANTINED}'"]
+    if rule is not None:
+        conditions.append(f"array_contains(_dlq_failed_rules.name, {sql_string(rule)})")
+    if run_id is not None:
+        conditions.append(f"_dlq_run_id = {sql_string(run_id)}")
+    if since is not None:
+        conditions.append(f"_dlq_timestamp >= TIMESTAMP {sql_string(since.isoformat(sep=' '))}")
+    if where is not None:
+        conditions.append(f"({where})")
+    return Selection(" AND ".join(conditions), limit)
+
+
 def fix_where(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -97,7 +127,8 @@ def fix_where(
     *,
     by: str,
 ) -> OperatorResult:
-    """Sets the fields of every selected row and marks it fixed, in one commit; all or nothing.
+    """Sets the fields of every selected row (none, for a redrive) and marks it fixed, in one commit; all or
+    nothing.
 
     The selection is read again by the MERGE, so it changes the rows as they are when it commits; a row that
     another writer changed since (its `_dlq_updated_at` moved) or that is no longer quarantined is left as it is,
@@ -145,8 +176,6 @@ def _checked(
     """The rows the predicate matches, those to fix (oldest first) and their new values as a map of variants,
     once every check passed: fields that exist and are supplied where redacted, a predicate over quarantined
     rows only, and values that fit their fields' types on every row to fix."""
-    if not changes.fields:
-        raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "give fields to set (--set or --set-expr)")
     both = sorted(set(changes.expressions) & set(changes.values))
     if both:
         raise OperatorError(codes.BAD_FIELD_ASSIGNMENT, f"{both} are given by --set and by --set-expr", field=both[0])
@@ -162,10 +191,8 @@ def _checked(
     chosen = chosen.limit(selection.limit) if selection.limit is not None else chosen
     _refuse_values_that_do_not_fit(chosen, values, changes)
     entries = [part for name, (value, _) in values.items() for part in (F.lit(name), value.cast("variant"))]
-    maps = [F.create_map(*entries)] if entries else []
-    if changes.values:
-        maps.append(F.variant_get(F.parse_json(F.lit(json.dumps(changes.values))), "$", "map<string, variant>"))
-    return matched, chosen, maps[0] if len(maps) == 1 else F.map_concat(*maps)
+    literal = F.variant_get(F.parse_json(F.lit(json.dumps(changes.values))), "$", "map<string, variant>")
+    return matched, chosen, F.map_concat(literal, F.create_map(*entries).cast("map<string, variant>"))
 
 
 def _matched(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, selection: Selection) -> DataFrame:
