@@ -1,5 +1,6 @@
 """The asset factory: per data-quality action, the split that yields validated and inbox."""
 
+import html
 from collections.abc import Iterator
 
 from dagster import (
@@ -24,10 +25,15 @@ from quarantine_assets.defs.data_checks import (
 )
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, SparkResource, WarehouseResource
-from quarantine_assets.engine.operator import RowFilter, inbox_rows, oldest_quarantined_age
+from quarantine_assets.engine.operator import RowFilter, examples_by_rule, inbox_rows, oldest_quarantined_age
 from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import SplitReport, run_split
+
+# The inbox materialization's examples: a few rows of the run for each of its top failed rules, each cut short.
+EXAMPLE_RULES = 3
+EXAMPLES_PER_RULE = 3
+EXAMPLE_CHARACTERS = 200
 
 
 def _common(action: DataQualityAction) -> dict:
@@ -95,6 +101,27 @@ def _reported(context: AssetExecutionContext, warnings: list[str]) -> dict:
     return {"dlq_warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings))} if warnings else {}
 
 
+def _examples(session, tables, action: DataQualityAction, run_id: str, report: SplitReport) -> dict:
+    """A few rows of this run per top failed rule, as a table: what failed, without a shell. The payload is the
+    inbox's, whose sensitive columns the split already masked."""
+    top = [name for name, count in report.failures_per_rule.most_common(EXAMPLE_RULES) if count]
+    if not report.rows_quarantined or not top:
+        return {}
+    found = examples_by_rule(session, tables, action, run_id, top, EXAMPLES_PER_RULE)
+    lines = ["| failed rule | key | failed rules | payload |", "| --- | --- | --- | --- |"]
+    for rule, rows in found.items():
+        for row in rows:
+            failed = ", ".join(failure["name"] for failure in row["_dlq_failed_rules"])
+            lines.append(f"| {_cell(rule)} | {_cell(row['_dlq_sk'])} | {_cell(failed)} | {_cell(row['payload'])} |")
+    return {"examples": MetadataValue.md("\n".join(lines))} if len(lines) > 2 else {}
+
+
+def _cell(text: str) -> str:
+    """Text for one markdown table cell: short, on one line, its pipes and markup escaped."""
+    text = text if len(text) <= EXAMPLE_CHARACTERS else text[:EXAMPLE_CHARACTERS] + "…"
+    return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|")
+
+
 def split_asset(action: DataQualityAction):
     description = action.description or f"Split {action.name}: validated rows and quarantined rows, one scan."
 
@@ -120,9 +147,12 @@ def split_asset(action: DataQualityAction):
             metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.target_table)))},
         )
         if action.quarantine is not None:
+            examples = _examples(session, tables, action, context.run.run_id, report)
             yield MaterializeResult(
                 asset_key=asset_key(action, INBOX),
-                metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.quarantine.dlq_table)))},
+                metadata=metadata
+                | examples
+                | {"path": MetadataValue.path(str(tables.path(action.quarantine.dlq_table)))},
             )
             this_slice = RowFilter(source_table=action.quarantine.source_table)
             oldest = oldest_quarantined_age(inbox_rows(session, tables, action.quarantine.dlq_table, this_slice))

@@ -74,6 +74,27 @@ def inbox_row(spark: SparkSession, warehouse: Warehouse, dlq_table: str, key: st
     return row.asDict()
 
 
+def examples_by_rule(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, run_id: str, rules: list[str], each: int
+) -> dict[str, list[Row]]:
+    """Up to `each` rows the run `run_id` quarantined for each of `rules`: key, failed rules and payload as JSON
+    text. One bounded read: it stops once it holds enough rows, never a scan of the whole inbox for its own sake."""
+    inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.inbox_table))
+    if "_dlq_run_id" not in inbox.columns or not rules:
+        return {}
+    rows = (
+        inbox.where((F.col("_dlq_source_table") == action.quarantine.source_table) & (F.col("_dlq_run_id") == run_id))
+        .where(F.exists("_dlq_failed_rules", lambda failure: failure["name"].isin(rules)))
+        .select("_dlq_sk", "_dlq_failed_rules", F.to_json("_row_data").alias("payload"))
+        .limit(each * len(rules) * 4)
+        .collect()
+    )
+    return {
+        rule: [row for row in rows if rule in {failure["name"] for failure in row["_dlq_failed_rules"]}][:each]
+        for rule in rules
+    }
+
+
 @dataclass(frozen=True)
 class QueueStats:
     counts: list[Row]  # one per (source, failed rule, status); a row failing two rules counts under both

@@ -1,4 +1,5 @@
-"""Fixes of many rows by predicate and SQL expression, their dry run against the rules, and every refusal."""
+"""Working the queue at scale: fixes by predicate and SQL expression, dry runs against the rules, redrives after a
+rule change, every refusal, and example rows in the Dagster UI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from graph_driver import Loop
 
 from quarantine_assets.config.models import Rule
+from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.engine.bulk_fix import (
     FieldChanges,
     Selection,
@@ -174,3 +176,16 @@ def test_a_redrive_after_a_rule_change_lands_what_the_rules_now_pass_and_returns
         8: ("quarantined", 2),
     }
     assert [failure["name"] for failure in back[8]["_dlq_failed_rules"]] == ["non_negative_amount"]
+
+
+def test_the_inbox_materialization_shows_example_rows_for_each_top_failed_rule(loop):
+    materialization = loop.instance.get_latest_materialization_event(
+        asset_key(loop.action, INBOX)
+    ).asset_materialization
+    table = materialization.metadata["examples"].value
+    lines = table.splitlines()
+    assert lines[0] == "| failed rule | key | failed rules | payload |"
+    by_rule = Counter(line.split(" | ")[0].lstrip("| ") for line in lines[2:])
+    assert by_rule == {"non_negative_amount": 3, "known_currency": 1, "valid_order_id": 1}
+    row_5 = next(line for line in lines[2:] if line.startswith("| known_currency"))
+    assert loop.key_of(5) in row_5 and "non_negative_amount, known_currency" in row_5 and '"currency":"XXX"' in row_5
