@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/split.py inbox-size     # (d) a fixed batch into an inbox of 0, 1M, 5M rows
     .venv/bin/python benchmarks/split.py recycle        # (e) outbox + recycled vs appending the rows directly
     .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
+    .venv/bin/python benchmarks/split.py bulk-fix       # fix --where of 10k and 100k rows, and their recycle
     .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
     .venv/bin/python benchmarks/split.py table-properties   # an append's cost under each property an inbox needs
     .venv/bin/python benchmarks/split.py context        # the record's added context (errors, times, redaction)
@@ -48,6 +49,7 @@ from pyspark.sql import SparkSession
 
 from quarantine_assets.config.models import FileSource
 from quarantine_assets.demo import generate_batch, next_batch_number
+from quarantine_assets.engine.bulk_fix import FieldChanges, Selection, fix_where
 from quarantine_assets.engine.claims import claim_slice
 from quarantine_assets.engine.inbox import Provenance, inbox_records
 from quarantine_assets.engine.operator import RowFilter, fix_rows, inbox_rows, oldest_quarantined_age
@@ -363,6 +365,78 @@ def recycle(
     typer.echo(
         write_results("recycle", {"rows": rows, "measurements": [m.as_dict() for m in (ours, direct)], "ratio": ratio})
     )
+
+
+@app.command("bulk-fix")
+def bulk_fix(
+    rows: Annotated[list[int], typer.Option(help="Quarantined rows to fix at once.")] = [10_000, 100_000],
+    repeats: int = 3,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """`fix --where ... --set-expr ...` of every quarantined row, alone and with the recycle that lands them,
+    against appending the same rows, fixed, directly with a txn id."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-bulk-fix-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    _warm_up(spark, warehouse, rounds=1)
+    selection = Selection("_dlq_status = 'quarantined'")
+    # Each generated bad row fails one rule: a NULL order_id, a negative amount or a NULL currency.
+    changes = FieldChanges(
+        {"order_id": "coalesce(order_id, 1)", "amount": "abs(amount)", "currency": "coalesce(currency, 'EUR')"}
+    )
+    results = []
+    for size in rows:
+        source = _source(spark, warehouse, size, 1.0)
+        action = bench_action(f"bulk_fix_{size}", source)
+        fixed_rows = root / f"_fixed_rows_{size}"
+        generate_orders(spark, size, 0.0).write.format("delta").mode("overwrite").save(str(fixed_rows))
+        direct_target = root / "_direct_target"
+
+        def quarantine() -> None:
+            fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+            for stream in ("split", "outbox", "recycled"):
+                shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
+            create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+            run_split(spark, action, warehouse, "bench")
+
+        def fix() -> None:
+            assert fix_where(spark, warehouse, action, selection, changes, by="bench").rows_changed == size
+
+        def fix_and_recycle() -> None:
+            fix()
+            run_outbox(spark, action, warehouse, "bench")
+            report = run_recycled(spark, action, warehouse, "bench")
+            assert report.rows_landed == report.rows_appended == size, report
+
+        measured = measure_side_by_side(
+            spark,
+            repeats,
+            {
+                "fix": (quarantine, fix),
+                "fix_and_recycle": (quarantine, fix_and_recycle),
+                "direct_append": (
+                    lambda: shutil.rmtree(direct_target, ignore_errors=True),
+                    lambda: direct_append(spark, fixed_rows, direct_target, 0),
+                ),
+            },
+        )
+        row = _compared(
+            size,
+            1.0,
+            measured,
+            {
+                "fix_to_direct": ("fix", "direct_append"),
+                "fix_and_recycle_to_direct": ("fix_and_recycle", "direct_append"),
+            },
+        )
+        results.append(row)
+        typer.echo(
+            f"{size:>7} rows: fix {measured['fix'].median:6.2f}s"
+            f"  fix + recycle {measured['fix_and_recycle'].median:6.2f}s"
+            f"  direct append {measured['direct_append'].median:6.2f}s  fix/direct {row['fix_to_direct']:.2f}"
+            f"  fix + recycle/direct {row['fix_and_recycle_to_direct']:.2f}"
+        )
+    typer.echo(write_results("bulk-fix", {"results": results}))
 
 
 @app.command("fixed-cost")

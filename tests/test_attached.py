@@ -8,6 +8,7 @@ and this one runs the suite's."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -103,6 +104,24 @@ def test_the_demo_a_fix_and_a_recycle_run_attached_and_report_what_they_did(spar
     row = inbox.where(F.col("_dlq_sk") == key).first()
     assert row["_dlq_status"] == "recycled" and row["_dlq_resolved_at"] is not None
     assert _metadata(instance, asset_key(action, RECYCLED))["rows_landed"] == 1
+
+    # Many rows at once, attached: the dry run counts what the fix then changes; a bad condition is refused, coded.
+    only_order_id = "size(_dlq_failed_rules) = 1 AND _dlq_failed_rules[0].name = 'valid_order_id'"
+    where = f"_dlq_status = 'quarantined' AND {only_order_id}"
+    bulk = [str(BIN / "quarantine-assets"), "fix", "--source", action.quarantine.source_table, "--where", where]
+    bulk += ["--set-expr", f"order_id = {FIXED_ORDER_ID} + 1"]
+    dry = json.loads(_run([*bulk, "--dry-run", "--json"], env).stdout)
+    assert dry["rows_to_fix"] == dry["rows_landing"] == held.where(where).count() > 0
+    assert f"{dry['rows_to_fix']} row(s) of {action.quarantine.source_table} marked fixed" in _run(bulk, env).stdout
+    assert held.where(f"_dlq_status = 'fixed' AND {only_order_id}").count() == dry["rows_to_fix"]
+    refused = subprocess.run(
+        [*bulk[:-2], "--set-expr", "order_id = nope"],
+        env=os.environ | env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and codes.BAD_EXPRESSION in refused.stderr
 
 
 def test_a_coded_error_raised_in_the_servers_worker_comes_back_coded(spark, spark_server, warehouse):
