@@ -332,11 +332,7 @@ def recycle(
     direct_target = root / "_direct_target"
 
     def quarantine_and_fix() -> None:
-        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
-        for stream in ("split", "outbox", "recycled"):
-            shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
-        run_split(spark, action, warehouse, "bench")
+        quarantine_from_scratch(spark, warehouse, action)
         fix_every_row(spark, warehouse.path(action.quarantine.dlq_table))
 
     def recycle_all() -> None:
@@ -367,6 +363,15 @@ def recycle(
     )
 
 
+def quarantine_from_scratch(spark: SparkSession, warehouse: Warehouse, action) -> None:
+    """The action's tables and checkpoints anew, then its split: every bad row of its source quarantined."""
+    fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+    for stream in ("split", "outbox", "recycled"):
+        shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    run_split(spark, action, warehouse, "bench")
+
+
 @app.command("bulk-fix")
 def bulk_fix(
     rows: Annotated[list[int], typer.Option(help="Quarantined rows to fix at once.")] = [10_000, 100_000],
@@ -392,12 +397,7 @@ def bulk_fix(
         generate_orders(spark, size, 0.0).write.format("delta").mode("overwrite").save(str(fixed_rows))
         direct_target = root / "_direct_target"
 
-        def quarantine() -> None:
-            fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
-            for stream in ("split", "outbox", "recycled"):
-                shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
-            create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
-            run_split(spark, action, warehouse, "bench")
+        quarantine = functools.partial(quarantine_from_scratch, spark, warehouse, action)
 
         def fix() -> None:
             assert fix_where(spark, warehouse, action, selection, changes, by="bench").rows_changed == size

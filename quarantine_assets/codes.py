@@ -141,6 +141,7 @@ EXPRESSION_DOES_NOT_FIT = _code(
 )
 SELECTION_NOT_QUARANTINED = _code("QA-OPS-019", "a --where matches rows that are not quarantined")
 FIX_NEEDS_ONE_SELECTION = _code("QA-OPS-020", "a fix names rows by key or by --where, not both and not neither")
+REDRIVE_CHANGES_NOTHING = _code("QA-OPS-021", "a redrive sends rows back as they are: it sets no field")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

@@ -189,3 +189,21 @@ def test_the_inbox_materialization_shows_example_rows_for_each_top_failed_rule(l
     assert by_rule == {"non_negative_amount": 3, "known_currency": 1, "valid_order_id": 1}
     row_5 = next(line for line in lines[2:] if line.startswith("| known_currency"))
     assert loop.key_of(5) in row_5 and "non_negative_amount, known_currency" in row_5 and '"currency":"XXX"' in row_5
+
+
+def test_the_operator_job_redrives_from_the_ui_and_refuses_a_redrive_that_sets_fields(loop):
+    job = loop.defs.resolve_job_def("dlq_operator")
+    redrive = {"source_table": loop.action.quarantine.source_table, "redrive": True, "where": AMOUNT_FAILED}
+
+    def run(command: dict):
+        config = {"ops": {"apply_dlq_command": {"config": command}}}
+        return job.execute_in_process(run_config=config, instance=loop.instance, raise_on_error=False)
+
+    dry = run(redrive | {"dry_run": True})
+    logged = [entry.user_message for entry in loop.instance.all_logs(dry.run_id) if "dry run" in entry.user_message]
+    assert dry.success and '"rows_to_fix": 4' in logged[0] and '"rows_landing": 0' in logged[0]
+    refused = run(redrive | {"set_expressions": ["amount = abs(amount)"]})
+    assert not refused.success
+    assert "QA-OPS-021" in refused.failure_data_for_node("apply_dlq_command").error.to_string()
+    assert run(redrive).success
+    assert _statuses(loop) == {2: "fixed", 3: "fixed", 4: "fixed", 5: "fixed", 6: "quarantined"}

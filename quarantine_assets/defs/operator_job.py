@@ -15,6 +15,7 @@ from quarantine_assets.engine.bulk_fix import (
     dry_run_fix,
     field_expressions,
     fix_where,
+    redrive_selection,
     required,
 )
 from quarantine_assets.engine.operator import action_for_source, discard_rows, fix_rows, parse_json_object
@@ -24,8 +25,9 @@ OPERATOR_JOB = "dlq_operator"
 
 
 class DlqCommand(Config):
-    """Fix rows (set_fields or payload, as JSON objects; set_expressions, `field = <Spark SQL>`) or discard them
-    (discard_reason). Rows are named by keys, or, for a fix, selected by `where` (Spark SQL over the payload's
+    """Fix rows (set_fields or payload, as JSON objects; set_expressions, `field = <Spark SQL>`), discard them
+    (discard_reason), or redrive them (send quarantined rows back as they are, to be judged by the rules configured
+    now). Rows are named by keys, or, for a fix or a redrive, selected by `where` (Spark SQL over the payload's
     fields and the _dlq_ columns), the `limit` oldest of them; `dry_run` counts what would land and writes nothing."""
 
     source_table: str
@@ -36,6 +38,7 @@ class DlqCommand(Config):
     payload: Optional[str] = None
     limit: Optional[int] = None
     dry_run: bool = False
+    redrive: bool = False
     discard_reason: Optional[str] = None
     by: str = "dagster-ui"
 
@@ -47,13 +50,20 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
         tables = warehouse.warehouse
         session = spark.spark_session(tables)
         set_fields = parse_json_object(config.set_fields, "set_fields") if config.set_fields else None
-        if config.where is not None:
+        if config.where is not None or config.redrive:
             if config.keys or config.discard_reason is not None or config.payload is not None:
                 raise OperatorError(
                     codes.FIX_NEEDS_ONE_SELECTION, "where selects rows to fix with set_fields or set_expressions only"
                 )
-            selection = Selection(config.where, config.limit)
-            changes = required(FieldChanges(field_expressions(config.set_expressions), set_fields or {}))
+            changes = FieldChanges(field_expressions(config.set_expressions), set_fields or {})
+            if config.redrive and changes.fields:
+                raise OperatorError(codes.REDRIVE_CHANGES_NOTHING, "a redrive sets no field: fix the rows instead")
+            selection = (
+                redrive_selection(where=config.where, limit=config.limit)
+                if config.redrive
+                else Selection(config.where, config.limit)
+            )
+            changes = changes if config.redrive else required(changes)
             if config.dry_run:
                 report = dry_run_fix(session, tables, action, selection, changes)
                 context.log.info(f"dry run, nothing written: {json.dumps(dataclasses.asdict(report))}")
@@ -79,7 +89,7 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
             context.log.warning(warning)
         context.log.info(f"{result.rows_changed} row(s) of {config.source_table} updated")
 
-    @job(name=OPERATOR_JOB, description="Fix or discard DLQ rows, scoped to one source table.")
+    @job(name=OPERATOR_JOB, description="Fix, discard or redrive DLQ rows, scoped to one source table.")
     def dlq_operator():
         apply()
 

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, NullType, NumericType
+from pyspark.sql.types import BooleanType, NullType, NumericType, StructType
 
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
@@ -133,7 +133,8 @@ def fix_where(
     The selection is read again by the MERGE, so it changes the rows as they are when it commits; a row that
     another writer changed since (its `_dlq_updated_at` moved) or that is no longer quarantined is left as it is,
     and the result counts only the rows changed."""
-    _, chosen, new_values = _checked(spark, warehouse, action, selection, changes)
+    fields = payload_schema(spark, warehouse, action)
+    _, chosen, new_values = _checked(spark, warehouse, action, selection, changes, fields)
     read = [F.col("_dlq_updated_at").alias(_READ_UPDATED_AT)] if "_dlq_updated_at" in chosen.columns else []
     updates = chosen.select("_dlq_sk", new_values.alias(_CHANGES), *read).withColumns(marked_fixed(by))
     unchanged = f"dlq._dlq_status = '{QUARANTINED}'" + (
@@ -147,11 +148,12 @@ def dry_run_fix(
     spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, selection: Selection, changes: FieldChanges
 ) -> DryRun:
     """The checks and counts of `fix_where`, with nothing written."""
-    matched, chosen, new_values = _checked(spark, warehouse, action, selection, changes)
+    fields = payload_schema(spark, warehouse, action)
+    matched, chosen, new_values = _checked(spark, warehouse, action, selection, changes, fields)
     fixed = chosen.select("_dlq_sk", PAYLOAD, new_values.alias(_CHANGES)).select(
         "_dlq_sk", F.expr(payload_with_changes(PAYLOAD, _CHANGES)).alias(PAYLOAD)
     )
-    judged = judged_payloads(fixed, action, payload_schema(spark, warehouse, action), "_dlq_sk").select(
+    judged = judged_payloads(fixed, action, fields, "_dlq_sk").select(
         "_dlq_sk", F.col(f"{FAILED_RULES}.name").alias("rules")
     )
     fails = F.size("rules") > 0
@@ -171,7 +173,12 @@ def dry_run_fix(
 
 
 def _checked(
-    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, selection: Selection, changes: FieldChanges
+    spark: SparkSession,
+    warehouse: Warehouse,
+    action: DataQualityAction,
+    selection: Selection,
+    changes: FieldChanges,
+    fields: StructType,
 ) -> tuple[DataFrame, DataFrame, Column]:
     """The rows the predicate matches, those to fix (oldest first) and their new values as a map of variants,
     once every check passed: fields that exist and are supplied where redacted, a predicate over quarantined
@@ -179,10 +186,9 @@ def _checked(
     both = sorted(set(changes.expressions) & set(changes.values))
     if both:
         raise OperatorError(codes.BAD_FIELD_ASSIGNMENT, f"{both} are given by --set and by --set-expr", field=both[0])
-    fields = payload_schema(spark, warehouse, action)
     checked_fields({name: None for name in changes.expressions} | changes.values, fields.fieldNames())
     refuse_redacted_fields_left_out(action, set(fields.fieldNames()), changes.fields)
-    matched = _matched(spark, warehouse, action, selection)
+    matched = _matched(spark, warehouse, action, selection, fields)
     values = {
         name: _typed_value(matched, name, sql, fields[name].dataType) for name, sql in changes.expressions.items()
     }
@@ -195,11 +201,12 @@ def _checked(
     return matched, chosen, F.map_concat(literal, F.create_map(*entries).cast("map<string, variant>"))
 
 
-def _matched(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, selection: Selection) -> DataFrame:
-    """The source's inbox rows, every status, that meet the predicate, with their payload fields as columns."""
+def _matched(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, selection: Selection, fields: StructType
+) -> DataFrame:
+    """The source's inbox rows, every status, that meet the predicate, with their payload `fields` as columns."""
     inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.inbox_table))
     rows = inbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)
-    fields = payload_schema(spark, warehouse, action)
     dlq_columns = [name for name in inbox.columns if name.startswith("_dlq_") or name == PAYLOAD]
     payload = [typed for column, typed in zip(fields, typed_columns(fields)) if column.name not in dlq_columns]
     view = rows.select(*[quote(name) for name in dlq_columns], *payload)
