@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from graph_driver import Loop
@@ -162,6 +163,15 @@ def test_a_redrive_after_a_rule_change_lands_what_the_rules_now_pass_and_returns
 
     dry = dry_run_fix(spark, warehouse, relaxed, selection, FieldChanges())
     assert (dry.rows_to_fix, dry.rows_landing, dry.rows_failing_again) == (3, 1, 2)  # rows 5, 7 and 8
+    later = redrive_selection(rule="known_currency", since=datetime.now(timezone.utc) + timedelta(hours=1))
+    other_run = redrive_selection(rule="known_currency", run_id="another-run")
+    second_run = loop.inbox_row(7)["_dlq_run_id"]
+    this_run = redrive_selection(rule="known_currency", run_id=second_run, since=datetime(2020, 1, 1))
+    counted = [
+        dry_run_fix(spark, warehouse, relaxed, chosen, FieldChanges()).rows_to_fix
+        for chosen in (later, other_run, this_run)
+    ]
+    assert counted == [0, 0, 2]  # rows 7 and 8 came in the second run
     assert dry.failures_per_rule == {"non_negative_amount": 2, "known_currency": 1}
     assert fix_where(spark, warehouse, relaxed, selection, FieldChanges(), by="ops").rows_changed == 3
     run_outbox(spark, relaxed, warehouse, "redrive")
