@@ -13,6 +13,7 @@ from quarantine_assets.errors import Problem
 QUALIFIED_NAME = re.compile(r"^[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]\w*\Z")
 OUTBOX_SUFFIX = "_outbox"
 CLAIMS_SUFFIX = "_claims"
+METRICS_SUFFIX = "_metrics"
 DEFAULT_MAX_ATTEMPTS = 3
 # How a sensitive column is hidden in the DLQ; the first is the default.
 REDACTION_METHODS = ("mask", "sha256")
@@ -26,6 +27,11 @@ def outbox_table(dlq_table: str) -> str:
 def claims_table(dlq_table: str) -> str:
     """Who owns each slice of the DLQ: named after the inbox, like the outbox."""
     return dlq_table + CLAIMS_SUFFIX
+
+
+def metrics_table(dlq_table: str) -> str:
+    """What each step did to the DLQ, a row per run, step and source: named after the inbox, like the outbox."""
+    return dlq_table + METRICS_SUFFIX
 
 
 class _Frozen(BaseModel):

@@ -25,7 +25,8 @@ from quarantine_assets.defs.data_checks import (
 )
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, SparkResource, WarehouseResource
-from quarantine_assets.engine.operator import RowFilter, examples_by_rule, inbox_rows, oldest_quarantined_age
+from quarantine_assets.engine.metrics import record_step
+from quarantine_assets.engine.operator import examples_by_rule
 from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
 from quarantine_assets.engine.recycled import run_recycled
 from quarantine_assets.engine.split import SplitReport, run_split
@@ -154,9 +155,22 @@ def split_asset(action: DataQualityAction):
                 | examples
                 | {"path": MetadataValue.path(str(tables.path(action.quarantine.dlq_table)))},
             )
-            this_slice = RowFilter(source_table=action.quarantine.source_table)
-            oldest = oldest_quarantined_age(inbox_rows(session, tables, action.quarantine.dlq_table, this_slice))
-            yield from split_check_results(action, report, oldest, thresholds)
+            backlog = record_step(
+                session,
+                tables,
+                action,
+                context.run.run_id,
+                "split",
+                {
+                    "read": report.rows_read,
+                    "validated": report.rows_validated,
+                    "quarantined": report.rows_quarantined,
+                    "dropped": report.rows_dropped,
+                },
+                report.failures_per_rule,
+                report.failures_by_reason(),
+            )
+            yield from split_check_results(action, report, backlog.oldest_quarantined_age, thresholds)
 
     return split
 
@@ -180,6 +194,7 @@ def outbox_asset(action: DataQualityAction):
         tables = warehouse.warehouse
         session = spark.spark_session(tables)
         report = run_outbox(session, action, tables, context.run.run_id)
+        record_step(session, tables, action, context.run.run_id, "outbox", {"sent": report.rows_sent})
         return MaterializeResult(
             metadata={
                 "batches": report.batches,
@@ -213,7 +228,15 @@ def recycled_asset(action: DataQualityAction):
     )
     def recycled(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
         tables = warehouse.warehouse
-        report = run_recycled(spark.spark_session(tables), action, tables, context.run.run_id)
+        session = spark.spark_session(tables)
+        report = run_recycled(session, action, tables, context.run.run_id)
+        outcomes = {
+            "landed": report.rows_landed,
+            "requarantined": report.rows_requarantined,
+            "exhausted": report.rows_exhausted,
+            "already_landed": report.rows_already_landed,
+        }
+        record_step(session, tables, action, context.run.run_id, "recycled", outcomes)
         return MaterializeResult(
             metadata={
                 "batches": report.batches,

@@ -19,6 +19,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.assets import dlq_pool
 from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
+from quarantine_assets.engine.metrics import record_step
 from quarantine_assets.engine.retention import PurgeReport, purge_resolved
 
 PURGE_JOB = "dlq_purge"
@@ -51,14 +52,13 @@ def _purge_op(action: DataQualityAction) -> OpDefinition:
     def purge(
         context: OpExecutionContext, config: PurgeConfig, spark: SparkResource, warehouse: WarehouseResource
     ) -> None:
+        session = spark.spark_session(warehouse.warehouse)
         report = purge_resolved(
-            spark.spark_session(warehouse.warehouse),
-            warehouse.warehouse,
-            action,
-            retention,
-            dry_run=config.dry_run,
-            by=f"dagster-run:{context.run_id}",
+            session, warehouse.warehouse, action, retention, dry_run=config.dry_run, by=f"dagster-run:{context.run_id}"
         )
+        if not report.dry_run:
+            purged = {f"purged_{status}": count for status, count in report.rows_by_status.items()}
+            record_step(session, warehouse.warehouse, action, context.run_id, "purge", {"purged": report.rows} | purged)
         for warning in report.warnings:
             context.log.warning(warning)
         # An observation, not a materialization: the split alone writes the inbox's rows.

@@ -12,7 +12,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from pyarrow.fs import FileInfo, FileSelector, FileSystem, FileType, PyFileSystem, SubTreeFileSystem
 
-from quarantine_assets.config.models import claims_table, outbox_table
+from quarantine_assets.config.models import claims_table, metrics_table, outbox_table
 
 if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
     from pyspark.sql import SparkSession
@@ -90,6 +90,20 @@ CLAIMS_COLUMNS = {
     "_dlq_claimed_at": "TIMESTAMP NOT NULL",
     "_dlq_claimed_by": "STRING",  # who claimed or handed it over: a run, or an operator
 }
+METRICS_COLUMNS = {
+    "run_id": "STRING NOT NULL",
+    "step": "STRING NOT NULL",  # split, outbox, recycled or purge
+    "action": "STRING NOT NULL",  # pipeline/flowgroup/action
+    "source_table": "STRING NOT NULL",
+    "recorded_at": "TIMESTAMP NOT NULL",
+    "rows": "MAP<STRING, BIGINT>",  # by outcome: read, validated, quarantined, sent, landed, purged, ...
+    "failures_by_rule": "MAP<STRING, BIGINT>",
+    "failures_by_code": "MAP<STRING, BIGINT>",  # the codes of `_dlq_errors`: rule names and parse codes
+    "backlog": "MAP<STRING, BIGINT>",  # the source's inbox rows by status, after the step
+    "oldest_quarantined_seconds": "DOUBLE",
+}
+# A transaction id is kept this long: a step retried later than that could append its row again.
+_TRANSACTION_RETENTION = "interval 30 days"
 UPGRADE_TABLES_COMMAND = "quarantine-assets upgrade-tables"
 CLUSTERING_COLUMN = "_dlq_source_table"
 INBOX_PROPERTIES = {
@@ -227,6 +241,15 @@ def claims_ddl(warehouse: Warehouse, dlq_table: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table} (\n{columns}\n) USING DELTA"
 
 
+def metrics_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+    columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in METRICS_COLUMNS.items())
+    reference = table_reference(warehouse.path(metrics_table(dlq_table)))
+    return (
+        f"CREATE TABLE IF NOT EXISTS {reference} (\n{columns}\n) USING DELTA\n"
+        f"TBLPROPERTIES ('delta.setTransactionRetentionDuration' = '{_TRANSACTION_RETENTION}')"
+    )
+
+
 def missing_context_columns(columns: set[str], context_columns: dict[str, str]) -> dict[str, str]:
     return {name: sql_type for name, sql_type in context_columns.items() if name not in columns}
 
@@ -248,7 +271,12 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str
 
 def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: str) -> None:
     """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
-    tables = ((dlq_table, inbox_ddl), (outbox_table(dlq_table), outbox_ddl), (claims_table(dlq_table), claims_ddl))
+    tables = (
+        (dlq_table, inbox_ddl),
+        (outbox_table(dlq_table), outbox_ddl),
+        (claims_table(dlq_table), claims_ddl),
+        (metrics_table(dlq_table), metrics_ddl),
+    )
     for table, ddl in tables:
         if not warehouse.is_delta_table(table):
             spark.sql(ddl(warehouse, dlq_table))
