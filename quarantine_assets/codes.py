@@ -75,6 +75,7 @@ STORAGE_CREDENTIAL_IN_CLEAR = _code(
 BAD_REJECT_LIMIT = _code(
     "QA-CFG-038", "quarantine.max_reject_ratio is not a number from 0 to 1, or max_rejected_rows not a whole number"
 )
+BAD_ALERT_WEBHOOK = _code("QA-CFG-039", "the alert webhook is not an http(s) URL")
 DEMO_NEEDS_LOCAL_WAREHOUSE = _code(
     "QA-CFG-032", "the demo writes its input files on local disk: give it a local warehouse"
 )

@@ -14,6 +14,7 @@ from dagster import (
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
+from quarantine_assets.defs.alerts import alert_sensor, run_failure_alerts
 from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
 from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
@@ -35,6 +36,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
     table_checks = [check for action in quarantined for check in dlq_table_checks(action)]
     table_checks += [source_owner_check(action) for action in quarantined]
     purge = purge_job(quarantined)
+    dlq_tables = sorted({action.quarantine.dlq_table for action in quarantined})
     return Definitions(
         assets=split_assets + recycle_assets,
         asset_checks=table_checks,
@@ -47,7 +49,9 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
             *([purge] if purge else []),
         ],
         schedules=[purge_schedule(purge)] if purge else [],
-        sensors=[recycle_sensor(action) for action in quarantined],
+        sensors=[recycle_sensor(action) for action in quarantined]
+        + [alert_sensor(dlq, [a for a in quarantined if a.quarantine.dlq_table == dlq]) for dlq in dlq_tables]
+        + [run_failure_alerts()],
         resources=resources or default_resources(),
         # One process per run: a process per step would import Dagster and attach to Spark once per step.
         executor=in_process_executor,

@@ -4,6 +4,7 @@ import json
 import os
 from typing import Annotated
 
+import requests
 from dagster import ConfigurableResource, EnvVar
 from dagster_deltalake import AzureConfig, DeltaTableResource, GcsConfig, LocalConfig, S3Config
 from dagster_deltalake.config import ClientConfig
@@ -11,6 +12,7 @@ from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
 from pyspark.sql import SparkSession
 
 from quarantine_assets import codes
+from quarantine_assets.engine.alerts import Alert
 from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, spark_session
 from quarantine_assets.engine.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
@@ -19,6 +21,8 @@ from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehou
 StorageOptions = Annotated[LocalConfig | S3Config | AzureConfig | GcsConfig, Field(discriminator="provider")]
 # The fields of dagster-deltalake's storage configs that hold a credential: a resource shows its config in the
 # Dagster UI, so these come as an `EnvVar`, which the UI shows by its name.
+WEBHOOK_VARIABLE = "QUARANTINE_ALERT_WEBHOOK"
+SLACK_VARIABLE = "QUARANTINE_ALERT_SLACK"
 CREDENTIAL_FIELDS = ("secret_access_key", "token", "client_secret", "account_key", "sas_key", "service_account_key")
 
 
@@ -114,7 +118,42 @@ def default_resources(
         "spark": SparkResource(),
         "warehouse": warehouse_resource(warehouse_root, storage_options),
         "thresholds": HealthThresholds(),
+        "alert_webhook": alert_webhook_from_env(),
     }
+
+
+class AlertWebhook(ConfigurableResource):
+    """Where alerts go: a URL that takes a JSON POST. Unset, the alert sensors skip and say so. The URL usually
+    holds a secret, so it comes as an `EnvVar`, which the Dagster UI shows by its name."""
+
+    url: str | None = Field(default=None, description=f"An http(s) URL; unset: {WEBHOOK_VARIABLE}.")
+    slack: bool = Field(default=False, description='Post Slack\'s incoming-webhook body, `{"text": ...}`.')
+
+    def post(self, alerts: list[Alert]) -> None:
+        url = checked_webhook_url(self.url)
+        for alert in alerts:
+            body = {"text": alert.message} if self.slack else alert.as_json()
+            requests.post(url, json=body, timeout=10).raise_for_status()
+
+
+def checked_webhook_url(url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise QuarantineError(
+            codes.BAD_ALERT_WEBHOOK,
+            f"the alert webhook must be an http(s) URL; {WEBHOOK_VARIABLE} gives one starting {url[:8]!r}",
+            field=WEBHOOK_VARIABLE,
+        )
+    return url
+
+
+def alert_webhook_from_env() -> AlertWebhook:
+    """`QUARANTINE_ALERT_WEBHOOK` (read when an alert is posted, so the UI shows the variable's name) and
+    `QUARANTINE_ALERT_SLACK=true` for Slack's body."""
+    if not os.environ.get(WEBHOOK_VARIABLE):
+        return AlertWebhook()
+    checked_webhook_url(os.environ[WEBHOOK_VARIABLE])
+    slack = os.environ.get(SLACK_VARIABLE, "").lower() == "true"
+    return AlertWebhook(url=EnvVar(WEBHOOK_VARIABLE), slack=slack)
 
 
 class SparkResource(ConfigurableResource):

@@ -23,7 +23,7 @@ TICK_SECONDS = 5
 
 
 def sensor_default_status() -> DefaultSensorStatus:
-    """`QUARANTINE_SENSORS=running` starts the recycle sensors with the daemon, as the demo does."""
+    """`QUARANTINE_SENSORS=running` starts the recycle and alert sensors with the daemon, as the demo does."""
     running = os.environ.get("QUARANTINE_SENSORS", "").lower() == "running"
     return DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED
 

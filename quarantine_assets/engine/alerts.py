@@ -1,0 +1,130 @@
+"""What a DLQ's alerts notice, read with delta-rs (no JVM): a reason never seen before for a source, rows reaching
+`exhausted`, and a backlog older than its threshold. Each is noticed once: what was seen and sent is kept in a
+cursor, which the sensor stores, so a restart does not repeat an alert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from pydantic import BaseModel
+
+from quarantine_assets.engine.statuses import EXHAUSTED, POST_IMAGES
+
+NEW_REASON = "new_reason"
+EXHAUSTED_ROWS = "exhausted_rows"
+STALE_BACKLOG = "stale_backlog"
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: str  # NEW_REASON, EXHAUSTED_ROWS or STALE_BACKLOG
+    dlq_table: str
+    source_table: str
+    message: str
+    rows: int
+    reason: str | None = None
+
+    def as_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "dlq_table": self.dlq_table,
+            "source_table": self.source_table,
+            "reason": self.reason,
+            "rows": self.rows,
+            "message": self.message,
+        }
+
+
+class AlertCursor(BaseModel):
+    """The inbox version read up to, the reasons seen per source, and the sources whose backlog is stale now."""
+
+    version: int
+    seen: dict[str, list[str]]
+    stale: list[str] = []
+
+
+def first_cursor(inbox: DeltaTable) -> AlertCursor:
+    """Where a new sensor starts: every reason already in the inbox counts as seen, so nothing old is news."""
+    rows = inbox.to_pyarrow_table(columns=["_dlq_source_table", _reason_column(inbox)])
+    return AlertCursor(version=inbox.version(), seen=_reasons_by_source(rows, _reason_column(inbox)))
+
+
+def inbox_alerts(inbox: DeltaTable, dlq_table: str, cursor: AlertCursor) -> tuple[list[Alert], AlertCursor]:
+    """New reasons and rows gone `exhausted` in the inbox commits after the cursor's version."""
+    latest = inbox.version()
+    if latest <= cursor.version:
+        return [], cursor
+    column = _reason_column(inbox)
+    changes = pa.table(
+        inbox.load_cdf(
+            starting_version=cursor.version + 1,
+            ending_version=latest,
+            columns=["_dlq_source_table", "_dlq_status", "_change_type", column],
+        )
+    )
+    images = changes.filter(pc.is_in(changes["_change_type"].cast(pa.string()), pa.array(POST_IMAGES)))
+    alerts, seen = [], {source: set(reasons) for source, reasons in cursor.seen.items()}
+    for source, reasons in _reason_counts(images, column).items():
+        for reason, rows in sorted(reasons.items()):
+            if reason not in seen.setdefault(source, set()):
+                seen[source].add(reason)
+                message = f"{source}: a new reason, {reason}, quarantined {rows} row(s) in {dlq_table}"
+                alerts.append(Alert(NEW_REASON, dlq_table, source, message, rows, reason))
+    exhausted = images.filter(pc.equal(images["_dlq_status"].cast(pa.string()), EXHAUSTED))
+    sources = exhausted["_dlq_source_table"].cast(pa.string()).to_pylist()
+    for source in sorted(set(sources)):
+        rows = sources.count(source)
+        message = f"{source}: {rows} row(s) reached exhausted in {dlq_table}; they will not be retried"
+        alerts.append(Alert(EXHAUSTED_ROWS, dlq_table, source, message, rows))
+    updated = AlertCursor(version=latest, seen={s: sorted(r) for s, r in seen.items()}, stale=cursor.stale)
+    return alerts, updated
+
+
+def backlog_alerts(
+    metrics: DeltaTable, dlq_table: str, limit_seconds: dict[str, float], cursor: AlertCursor
+) -> tuple[list[Alert], AlertCursor]:
+    """A source whose oldest quarantined row, as its latest metrics row says, is older than its limit: noticed
+    once, then again only after its backlog was within the limit for a while."""
+    rows = metrics.to_pyarrow_table(columns=["source_table", "recorded_at", "oldest_quarantined_seconds"])
+    latest: dict[str, float | None] = {}
+    for source, _, age in sorted(zip(*(rows[name].to_pylist() for name in rows.column_names), strict=True)):
+        latest[source] = age
+    alerts, stale = [], []
+    for source, age in sorted(latest.items()):
+        limit = limit_seconds.get(source)
+        if limit is None or age is None or age <= limit:
+            continue
+        stale.append(source)
+        if source not in cursor.stale:
+            hours = age / 3600
+            message = (
+                f"{source}: its oldest quarantined row in {dlq_table} is {hours:.1f} h old, over {limit / 3600:g} h"
+            )
+            alerts.append(Alert(STALE_BACKLOG, dlq_table, source, message, 0))
+    return alerts, cursor.model_copy(update={"stale": stale})
+
+
+def _reason_column(inbox: DeltaTable) -> str:
+    """`_dlq_errors`, whose codes tell parse reasons apart; the reference's `_dlq_failed_rules` where it is missing."""
+    names = {field.name for field in inbox.schema().fields}
+    return "_dlq_errors" if "_dlq_errors" in names else "_dlq_failed_rules"
+
+
+def _reason_counts(rows: pa.Table, column: str) -> dict[str, dict[str, int]]:
+    """Rows per source and reason: a row counts under each of its reasons."""
+    failures = rows[column].combine_chunks() if rows.num_rows else pa.array([], rows.schema.field(column).type)
+    reasons = pc.struct_field(pc.list_flatten(failures), "code" if column == "_dlq_errors" else "name")
+    sources = pc.take(rows["_dlq_source_table"], pc.list_parent_indices(failures))
+    pairs = pa.table({"source": sources.cast(pa.string()), "reason": reasons.cast(pa.string())})
+    counts: dict[str, dict[str, int]] = {}
+    for row in pairs.group_by(["source", "reason"]).aggregate([([], "count_all")]).to_pylist():
+        counts.setdefault(row["source"], {})[row["reason"]] = row["count_all"]
+    return counts
+
+
+def _reasons_by_source(rows: pa.Table, column: str) -> dict[str, list[str]]:
+    return {source: sorted(reasons) for source, reasons in _reason_counts(rows, column).items()}
