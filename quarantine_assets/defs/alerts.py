@@ -48,12 +48,12 @@ def alert_sensor(dlq_table: str, actions: list[DataQualityAction]) -> SensorDefi
             inbox = warehouse.table(dlq_table).load()
         except TableNotFoundError:
             return SkipReason(f"inbox {dlq_table} does not exist yet")
-        cursor = AlertCursor.model_validate_json(context.cursor) if context.cursor else first_cursor(inbox)
-        found, cursor = inbox_alerts(inbox, dlq_table, cursor)
         try:
             metrics = warehouse.table(metrics_table(dlq_table)).load()
         except TableNotFoundError:
             metrics = None
+        cursor = AlertCursor.model_validate_json(context.cursor) if context.cursor else first_cursor(inbox, metrics)
+        found, cursor = inbox_alerts(inbox, dlq_table, cursor)
         if metrics is not None:
             limit = thresholds.oldest_quarantined_warn_hours * 3600
             stale, cursor = backlog_alerts(metrics, dlq_table, {source: limit for source in sources}, cursor)
@@ -80,8 +80,16 @@ def run_failure_alerts() -> SensorDefinition:
         if not alert_webhook.url:
             return
         steps = [event.event_specific_data.error for event in context.get_step_failure_events()]
-        errors = [error.message.strip() for error in steps if error is not None] or [context.failure_event.message]
+        errors = [_cause(error) for error in steps if error is not None] or [context.failure_event.message]
         message = f"run {context.dagster_run.run_id} of {context.dagster_run.job_name} failed: {' | '.join(errors)}"
         alert_webhook.post([Alert("run_failure", "", "", message, 0, context.dagster_run.job_name)])
 
     return failed
+
+
+def _cause(error) -> str:
+    """The error a step raised (a serialized error and its causes), under Dagster's wrappers: a coded one says its
+    code."""
+    while error.cause is not None:
+        error = error.cause
+    return error.message.strip()

@@ -47,10 +47,16 @@ class AlertCursor(BaseModel):
     stale: list[str] = []
 
 
-def first_cursor(inbox: DeltaTable) -> AlertCursor:
-    """Where a new sensor starts: every reason already in the inbox counts as seen, so nothing old is news."""
-    rows = inbox.to_pyarrow_table(columns=["_dlq_source_table", _reason_column(inbox)])
-    return AlertCursor(version=inbox.version(), seen=_reasons_by_source(rows, _reason_column(inbox)))
+def first_cursor(inbox: DeltaTable, metrics: DeltaTable | None) -> AlertCursor:
+    """Where a new sensor starts: at the inbox's newest version, with every reason the metrics table recorded as
+    seen, so nothing old is news. (The inbox's own rows are not read: delta-rs does not read its deletion vectors.)"""
+    seen: dict[str, set[str]] = {}
+    if metrics is not None:
+        rows = metrics.to_pyarrow_table(columns=["source_table", "failures_by_code"]).to_pylist()
+        for row in rows:
+            codes = {code for code, count in row["failures_by_code"] or [] if count}
+            seen.setdefault(row["source_table"], set()).update(codes)
+    return AlertCursor(version=inbox.version(), seen={source: sorted(codes) for source, codes in seen.items()})
 
 
 def inbox_alerts(inbox: DeltaTable, dlq_table: str, cursor: AlertCursor) -> tuple[list[Alert], AlertCursor]:
@@ -59,14 +65,16 @@ def inbox_alerts(inbox: DeltaTable, dlq_table: str, cursor: AlertCursor) -> tupl
     if latest <= cursor.version:
         return [], cursor
     column = _reason_column(inbox)
-    changes = pa.table(
-        inbox.load_cdf(
-            starting_version=cursor.version + 1,
-            ending_version=latest,
-            columns=["_dlq_source_table", "_dlq_status", "_change_type", column],
+    changes = _without_string_views(
+        pa.table(
+            inbox.load_cdf(
+                starting_version=cursor.version + 1,
+                ending_version=latest,
+                columns=["_dlq_source_table", "_dlq_status", "_change_type", column],
+            )
         )
     )
-    images = changes.filter(pc.is_in(changes["_change_type"].cast(pa.string()), pa.array(POST_IMAGES)))
+    images = changes.filter(pc.is_in(changes["_change_type"], pa.array(POST_IMAGES)))
     alerts, seen = [], {source: set(reasons) for source, reasons in cursor.seen.items()}
     for source, reasons in _reason_counts(images, column).items():
         for reason, rows in sorted(reasons.items()):
@@ -74,8 +82,8 @@ def inbox_alerts(inbox: DeltaTable, dlq_table: str, cursor: AlertCursor) -> tupl
                 seen[source].add(reason)
                 message = f"{source}: a new reason, {reason}, quarantined {rows} row(s) in {dlq_table}"
                 alerts.append(Alert(NEW_REASON, dlq_table, source, message, rows, reason))
-    exhausted = images.filter(pc.equal(images["_dlq_status"].cast(pa.string()), EXHAUSTED))
-    sources = exhausted["_dlq_source_table"].cast(pa.string()).to_pylist()
+    exhausted = images.filter(pc.equal(images["_dlq_status"], EXHAUSTED))
+    sources = exhausted["_dlq_source_table"].to_pylist()
     for source in sorted(set(sources)):
         rows = sources.count(source)
         message = f"{source}: {rows} row(s) reached exhausted in {dlq_table}; they will not be retried"
@@ -119,12 +127,23 @@ def _reason_counts(rows: pa.Table, column: str) -> dict[str, dict[str, int]]:
     failures = rows[column].combine_chunks() if rows.num_rows else pa.array([], rows.schema.field(column).type)
     reasons = pc.struct_field(pc.list_flatten(failures), "code" if column == "_dlq_errors" else "name")
     sources = pc.take(rows["_dlq_source_table"], pc.list_parent_indices(failures))
-    pairs = pa.table({"source": sources.cast(pa.string()), "reason": reasons.cast(pa.string())})
+    pairs = pa.table({"source": sources, "reason": reasons})
     counts: dict[str, dict[str, int]] = {}
     for row in pairs.group_by(["source", "reason"]).aggregate([([], "count_all")]).to_pylist():
         counts.setdefault(row["source"], {})[row["reason"]] = row["count_all"]
     return counts
 
 
-def _reasons_by_source(rows: pa.Table, column: str) -> dict[str, list[str]]:
-    return {source: sorted(reasons) for source, reasons in _reason_counts(rows, column).items()}
+def _without_string_views(table: pa.Table) -> pa.Table:
+    """delta-rs hands out string views, which not every Arrow kernel takes (filter, take): plain strings instead."""
+    return table.cast(pa.schema([field.with_type(_plain(field.type)) for field in table.schema]))
+
+
+def _plain(data_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(data_type):
+        return pa.string()
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_list_view(data_type):
+        return pa.list_(_plain(data_type.value_type))
+    if pa.types.is_struct(data_type):
+        return pa.struct([field.with_type(_plain(field.type)) for field in data_type])
+    return data_type
