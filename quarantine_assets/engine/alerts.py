@@ -96,7 +96,7 @@ def backlog_alerts(
     metrics: DeltaTable, dlq_table: str, limit_seconds: dict[str, float], cursor: AlertCursor
 ) -> tuple[list[Alert], AlertCursor]:
     """A source whose oldest quarantined row, as its latest metrics row says, is older than its limit: noticed
-    once, then again only after its backlog was within the limit for a while."""
+    once, and again only after its backlog has been within the limit."""
     rows = metrics.to_pyarrow_table(columns=["source_table", "recorded_at", "oldest_quarantined_seconds"])
     latest: dict[str, float | None] = {}
     for source, _, age in sorted(zip(*(rows[name].to_pylist() for name in rows.column_names), strict=True)):
