@@ -129,7 +129,9 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
 def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path, monkeypatch):
     monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
-    refused = CliRunner().invoke(app, ["--warehouse", str(tmp_path), "spark-server", "--host", "0.0.0.0"])
+    # A folder of its own: a server killed earlier on this machine may have left its token in the user's.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "runtime"))
+    refused = CliRunner().invoke(app, ["--warehouse", str(tmp_path / "warehouse"), "spark-server", "--host", "0.0.0.0"])
     assert isinstance(refused.exception, QuarantineError) and refused.exception.code == "QA-RUN-003"
     assert not token_file(DEFAULT_CONNECT_PORT).exists()
 
