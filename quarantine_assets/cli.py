@@ -45,6 +45,7 @@ from quarantine_assets.engine.bulk_fix import (
     required,
 )
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
+from quarantine_assets.engine.erasure import forget_subject
 from quarantine_assets.engine.locate import record_location
 from quarantine_assets.engine.operator import (
     RowFilter,
@@ -531,6 +532,59 @@ def discard(
     console.print(f"{result.rows_changed} row(s) of {source} discarded")
 
 
+PhysicallyOption = Annotated[
+    bool,
+    typer.Option(
+        "--physically",
+        help="Also remove the deleted rows from the tables' files (earlier images and change data included), "
+        "once no stream still reads those files; time travel to before then fails.",
+    ),
+]
+
+
+@app.command()
+def forget(
+    context: typer.Context,
+    source: RowsSourceOption,
+    where: Annotated[
+        str, typer.Option("--where", help='Spark SQL over the payload\'s fields, e.g. "customer_id = 42".')
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be erased; erase nothing.")] = False,
+    by: ByOption = None,
+) -> None:
+    """Erase a subject: its rows, whatever their status, from the inbox and the outbox, and from their files.
+    Files a stream has yet to read are pending: run the recycle, then forget again."""
+    workspace: Workspace = context.obj
+    erasure = forget_subject(
+        workspace.spark,
+        workspace.warehouse,
+        workspace.action(source),
+        where,
+        dry_run=dry_run,
+        by=by or getpass.getuser(),
+    )
+    rows = sum(erasure.inbox_rows_by_status.values())
+    verb = "would erase" if dry_run else "erased"
+    statuses_found = ", ".join(f"{count} {status}" for status, count in sorted(erasure.inbox_rows_by_status.items()))
+    console.print(
+        f"{verb} {rows} inbox row(s) of {source}{f' ({statuses_found})' if rows else ''} and "
+        f"{erasure.outbox_rows} outbox row(s)"
+    )
+    _print_file_removal(erasure.files_removed, erasure.files_pending, dry_run)
+
+
+def _print_file_removal(removed: int, pending: dict[str, int], dry_run: bool) -> None:
+    console.print(f"{'would remove' if dry_run else 'removed'} {removed} file(s) that held them")
+    for stream, count in sorted(pending.items()):
+        errors.print(
+            f"pending: {count} file(s) still to be read by the stream {stream}; run that step, then the same "
+            "command again removes them",
+            style="yellow",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 @app.command()
 def purge(
     context: typer.Context,
@@ -540,6 +594,7 @@ def purge(
         typer.Option("--older-than-days", help="Resolved more than this many days ago (default: retention_days)."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    physically: PhysicallyOption = False,
     by: ByOption = None,
 ) -> None:
     """Delete resolved rows (landed, discarded, exhausted) past retention; quarantined and fixed rows stay."""
@@ -574,6 +629,7 @@ def purge(
             timedelta(days=days),
             dry_run=dry_run,
             by=by or getpass.getuser(),
+            physically=physically,
         )
         _print_warnings(report.warnings)
         counts = [str(report.rows_by_status.get(status, 0)) for status in statuses.RESOLVED]
@@ -581,6 +637,8 @@ def purge(
         console.print(
             f"{'would delete' if dry_run else 'deleted'} {report.rows} resolved row(s) of {report.source_table}"
         )
+        if report.files is not None:
+            _print_file_removal(report.files.files_removed, report.files.files_pending, dry_run)
     console.print(table)
 
 

@@ -143,6 +143,12 @@ EXPRESSION_DOES_NOT_FIT = _code(
 SELECTION_NOT_QUARANTINED = _code("QA-OPS-019", "a --where matches rows that are not quarantined")
 FIX_NEEDS_ONE_SELECTION = _code("QA-OPS-020", "a fix names rows by key or by --where, not both and not neither")
 REDRIVE_CHANGES_NOTHING = _code("QA-OPS-021", "a redrive sends rows back as they are: it sets no field")
+ERASURE_UNREADABLE_FILES = _code(
+    "QA-OPS-022", "a DLQ table maps its columns to physical names, so erasure cannot find the rows in its files"
+)
+ERASURE_IN_FLIGHT = _code(
+    "QA-OPS-023", "rows to erase are on their way to the validated table (fixed, or recycled and not landed)"
+)
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

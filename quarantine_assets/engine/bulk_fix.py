@@ -209,15 +209,19 @@ def _matched(
     rows = inbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)
     dlq_columns = [name for name in inbox.columns if name.startswith("_dlq_") or name == PAYLOAD]
     payload = [typed for column, typed in zip(fields, typed_columns(fields)) if column.name not in dlq_columns]
-    view = rows.select(*[quote(name) for name in dlq_columns], *payload)
-    predicate = _analyzed(lambda: view.select(F.expr(selection.where)).schema[0].dataType, selection.where, "--where")
+    return rows_meeting(rows.select(*[quote(name) for name in dlq_columns], *payload), selection.where)
+
+
+def rows_meeting(view: DataFrame, where: str) -> DataFrame:
+    """The rows of `view` that meet `where`, once it is known to be a condition over `view`'s columns."""
+    predicate = _analyzed(lambda: view.select(F.expr(where)).schema[0].dataType, where, "--where")
     if not isinstance(predicate, (BooleanType, NullType)):
         raise OperatorError(
             codes.BAD_EXPRESSION,
-            f"--where {selection.where!r} gives {predicate.simpleString()}, not true or false",
+            f"--where {where!r} gives {predicate.simpleString()}, not true or false",
             field="--where",
         )
-    return view.where(F.expr(selection.where))
+    return view.where(F.expr(where))
 
 
 def _refuse_closed_rows(matched: DataFrame, selection: Selection) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, FileSystem
 
 CLUSTERING_DOMAIN = "delta.clustering"
 CHANGE_DATA_FEED_PROPERTY = "delta.enableChangeDataFeed"
+FILE_ACTIONS = ("add", "remove", "cdc")
 
 
 def is_true(value: str | None) -> bool:
@@ -95,6 +97,16 @@ def transaction_writers(log: FileSystem, prefix: str) -> set[str]:
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 # Classic `<v>.checkpoint.parquet`, multi-part `<v>.checkpoint.<i>.<n>.parquet`, v2 `<v>.checkpoint.<uuid>.json`.
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.[^.]+)*\.(?:parquet|json)$")
+
+
+def files_by_version(log: FileSystem) -> dict[int, set[str]]:
+    """For each commit the log still holds, the data and change-data files its actions name (added, removed or
+    written as change data), relative to the table's folder. A reader of that version's changes reads them."""
+    named = {}
+    for commit in sorted(v for v in map(_commit_version, _names(log)) if v is not None):
+        actions = _json_actions(log, f"{commit:020d}.json", *FILE_ACTIONS)
+        named[commit] = {unquote(action[kind]["path"]) for action in actions for kind in FILE_ACTIONS if kind in action}
+    return named
 
 
 def _checkpoint_version(name: str) -> int | None:

@@ -349,6 +349,11 @@ def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Ware
     def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
         return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, columns, run_id)
 
-    outbox = spark.readStream.format("delta").load(warehouse.path(action.quarantine.outbox_table))
+    # The outbox is appended to; its only other commits are erasures, which delete rows that landed already.
+    outbox = (
+        spark.readStream.format("delta")
+        .option("skipChangeCommits", "true")
+        .load(warehouse.path(action.quarantine.outbox_table))
+    )
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
     return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport(warnings=warnings))

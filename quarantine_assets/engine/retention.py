@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
+from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, remove_files_holding
 from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse, table_reference
@@ -32,6 +34,7 @@ class PurgeReport:
     dry_run: bool
     rows_by_status: dict[str, int]
     warnings: list[str] = field(default_factory=list)
+    files: FileRemoval | None = None  # with `physically`
 
     @property
     def rows(self) -> int:
@@ -47,8 +50,10 @@ def purge_resolved(
     dry_run: bool,
     by: str,
     now: datetime | None = None,
+    physically: bool = False,
 ) -> PurgeReport:
-    """Delete the action's resolved inbox rows resolved more than `older_than` ago; a dry run only counts them."""
+    """Delete the action's resolved inbox rows resolved more than `older_than` ago; a dry run only counts them.
+    `physically`: then remove them from the table's files too (see `file_removal`)."""
     cutoff = (now or datetime.now(timezone.utc)) - older_than
     quarantine = action.quarantine
     columns = require_healthy_dlq(warehouse, action) if dry_run else before_writing(spark, warehouse, action, by=by)
@@ -60,7 +65,24 @@ def purge_resolved(
     # removes exactly the rows counted, also with writers running.
     if rows_by_status and not dry_run:
         retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
-    return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine))
+    files = _remove_files_of_deleted_rows(spark, warehouse, action, dry_run=dry_run) if physically else None
+    return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine), files)
+
+
+def _remove_files_of_deleted_rows(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, *, dry_run: bool
+) -> FileRemoval:
+    """Removes the files that hold rows of the source no longer in the inbox: those this purge deleted and any
+    an earlier one did. A row's key never leaves the inbox otherwise, so a row whose key is still there is
+    kept, in its every image."""
+    source_table = action.quarantine.source_table
+    path = warehouse.path(action.quarantine.inbox_table)
+    kept = spark.read.format("delta").load(path).where(F.col(SOURCE) == source_table).select(KEY)
+
+    def deleted(rows: DataFrame, *_: str) -> DataFrame:
+        return rows.where(F.col(SOURCE) == source_table).join(kept, KEY, "left_anti")
+
+    return remove_files_holding(spark, warehouse, action.quarantine.inbox_table, deleted, dry_run=dry_run)
 
 
 def resolved_before(columns: DlqColumns, cutoff: datetime) -> str:

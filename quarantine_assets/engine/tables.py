@@ -134,8 +134,12 @@ class Warehouse:
         return f"Warehouse({self.root!r})"
 
     def path(self, qualified_name: str) -> str:
+        return f"{self.root}/{self.folder(qualified_name)}"
+
+    def folder(self, qualified_name: str) -> str:
+        """The table's folder, relative to the root."""
         catalog, schema, table = qualified_name.split(".")
-        return f"{self.root}/{catalog}/{schema}/{table}"
+        return f"{catalog}/{schema}/{table}"
 
     def checkpoint(self, action_key: str, stream: str) -> str:
         return f"{self.root}/{checkpoint_folder(action_key, stream)}"
@@ -168,6 +172,21 @@ class Warehouse:
         files = self._files()
         if files is not None and files.get_file_info(relative_path).type == FileType.Directory:
             files.delete_dir(relative_path)
+
+    def files_under(self, relative_path: str) -> list[str]:
+        """The paths, relative to the root, of every file under `relative_path`, however deep; none when it is
+        not there."""
+        files = self._files()
+        if files is None or files.get_file_info(relative_path).type != FileType.Directory:
+            return []
+        listing = files.get_file_info(FileSelector(relative_path, recursive=True))
+        return [info.path for info in listing if info.type == FileType.File]
+
+    def read_text(self, relative_path: str) -> str:
+        return self._files().open_input_stream(relative_path).read().decode("utf-8")
+
+    def remove_file(self, relative_path: str) -> None:
+        self._files().delete_file(relative_path)
 
     def subfolders(self, relative_path: str) -> list[str]:
         """The names of the folders right under `relative_path`; none when it is not there."""

@@ -1,0 +1,131 @@
+"""Erasure: a subject's rows leave the DLQ and every file of its tables, as an operator runs `forget` and
+`purge --physically`; rows of other subjects, the validated table and the recycle keep working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from graph_driver import Loop
+from pyspark.sql import VariantVal
+from pyspark.sql import functions as F
+from typer.testing import CliRunner
+
+from quarantine_assets.cli import app
+from quarantine_assets.engine.erasure import forget_subject
+from quarantine_assets.engine.operator import discard_rows
+from quarantine_assets.errors import OperatorError
+from quarantine_assets.settings import REPO_ROOT
+
+SUBJECT = "row_no IN (1, 3, 5)"
+MARKER = "ZQX"  # the currency of the subject's row that is never fixed: text that no file may keep
+ROWS = [(1, None, 1.0, "EUR"), (2, None, 2.0, "EUR"), (3, None, 3.0, "EUR")]
+ROWS += [(4, None, 4.0, "EUR"), (5, None, 5.0, MARKER), (6, None, 6.0, "USD")]
+WIDE = {"COLUMNS": "250"}
+
+
+def row_numbers_in_files(folder: Path) -> set[int]:
+    """Every row number any data or change-data file under `folder` still holds, current or not, with the
+    payloads decoded from their files as they are on disk."""
+    found = set()
+    for file in folder.rglob("*.parquet"):
+        if "_delta_log" in file.parts:
+            continue
+        for payload in pq.read_table(file, columns=["_row_data"]).column("_row_data").to_pylist():
+            found.add(VariantVal(payload["value"], payload["metadata"]).toPython()["row_no"])
+    return found
+
+
+def files_holding_text(folder: Path, text: str) -> list[str]:
+    """Every file under `folder`, the log and its checkpoints included, that holds `text`, in its bytes or in
+    its parquet values."""
+    holding = []
+    for file in (path for path in folder.rglob("*") if path.is_file()):
+        shown = (
+            repr(pq.read_table(file).to_pylist()) if file.suffix == ".parquet" else file.read_bytes().decode("latin-1")
+        )
+        if text in shown:
+            holding.append(str(file.relative_to(folder)))
+    return holding
+
+
+def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spark, warehouse, tmp_path):
+    loop = Loop(spark, warehouse, tmp_path)
+    loop.ingest(ROWS)
+    loop.fix(1, order_id=1)
+    loop.fix(2, order_id=2)
+    loop.run_recycle()  # rows 1 and 2 land: in the validated table, resolved in the inbox, sent in the outbox
+    loop.fix(3, order_id=3)  # fixed, not yet sent
+    inbox_folder = Path(warehouse.path(loop.action.quarantine.inbox_table))
+    outbox_folder = Path(warehouse.path(loop.action.quarantine.outbox_table))
+    assert row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 5, 6}
+    assert row_numbers_in_files(outbox_folder) == {1, 2}
+
+    # A row on its way to the validated table would land after its erasure: refused, nothing deleted.
+    try:
+        forget_subject(spark, warehouse, loop.action, SUBJECT, dry_run=False, by="test")
+        raise AssertionError("a fixed row of the subject was not refused")
+    except OperatorError as refused:
+        assert refused.code == "QA-OPS-023" and "1 row(s)" in str(refused)
+    assert loop.inbox().count() == 6
+    loop.run_recycle()
+    validated = loop.validated()
+    assert [row[0] for row in validated] == [1, 2, 3]
+
+    def forget(dry_run: bool = False):
+        return forget_subject(spark, warehouse, loop.action, SUBJECT, dry_run=dry_run, by="test")
+
+    dry = forget(dry_run=True)
+    assert (dry.inbox_rows_by_status, dry.outbox_rows) == ({"quarantined": 1, "recycled": 2}, 2)
+    assert dry.files_removed > 0  # the rows' earlier images, before their fixes, and their change data
+    assert loop.inbox().count() == 6 and row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 5, 6}
+
+    first = forget()
+    assert (first.inbox_rows_by_status, first.outbox_rows) == ({"quarantined": 1, "recycled": 2}, 2)
+    # The outbox and recycled streams have yet to read the erasure's own commits: the files they read wait.
+    assert set(first.files_pending) == {"dq_orders/outbox", "dq_orders/recycled"}, first
+    remaining = loop.inbox().select(F.variant_get("_row_data", "$.row_no", "int").alias("row_no")).collect()
+    assert sorted(row["row_no"] for row in remaining) == [2, 4, 6]
+    outbox = spark.read.format("delta").load(str(outbox_folder))
+    sent = outbox.select(F.variant_get("_row_data", "$.row_no", "int").alias("row_no")).collect()
+    assert [row["row_no"] for row in sent] == [2]
+
+    # The recycle reads past the erasure (the outbox's DELETE is skipped, nothing lands again), then the same
+    # erasure again removes what waited for it.
+    loop.run_recycle()
+    assert loop.validated() == validated
+    second = forget()
+    assert (second.inbox_rows_by_status, second.outbox_rows, second.files_pending) == ({}, 0, {}), second
+    assert second.files_removed > 0
+
+    assert row_numbers_in_files(inbox_folder) == {2, 4, 6}
+    assert row_numbers_in_files(outbox_folder) == {2}
+    assert files_holding_text(inbox_folder, MARKER) == [] and files_holding_text(outbox_folder, MARKER) == []
+    # Other subjects' rows go on as before: one is fixed and lands, exactly once.
+    loop.fix(4, order_id=4)
+    loop.run_recycle()
+    assert [row[0] for row in loop.validated()] == [1, 2, 3, 4]
+    assert loop.validated()[:3] == validated
+
+
+def test_purge_physically_removes_purged_rows_from_the_files(spark, warehouse, tmp_path):
+    loop = Loop(spark, warehouse, tmp_path)
+    loop.ingest(ROWS)
+    discard_rows(spark, warehouse, loop.action, [loop.key_of(5)], reason="test order", by="test")
+    inbox_folder = Path(warehouse.path(loop.action.quarantine.inbox_table))
+    options = ["--config-dir", str(REPO_ROOT / "configs"), "--warehouse", warehouse.root]
+    purge = [*options, "purge", "--source", "demo.bronze.orders", "--older-than-days", "0", "--physically"]
+
+    plain = CliRunner().invoke(app, [*options, "purge", "--source", "demo.bronze.orders", "--older-than-days", "0"])
+    assert plain.exit_code == 0 and "deleted 1 resolved row(s)" in plain.output, plain.output
+    assert 5 in row_numbers_in_files(inbox_folder)  # deleted, but still in the files
+
+    first = CliRunner().invoke(app, purge, env=WIDE)
+    assert first.exit_code == 0 and "deleted 0 resolved row(s)" in first.output, first.output
+    loop.run_recycle()  # the outbox stream reads past the purge
+    second = CliRunner().invoke(app, purge, env=WIDE)
+    assert second.exit_code == 0 and "pending:" not in second.output, second.output
+
+    assert row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 6}
+    assert files_holding_text(inbox_folder, MARKER) == []
+    assert loop.inbox().count() == 5
