@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import yaml
+from file_scan import files_holding_text
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
@@ -239,3 +240,29 @@ def test_fix_by_predicate_dry_runs_as_json_then_fixes_the_rows_it_counted(spark,
     assert one["_dlq_failed_rules"] == rows[0]["_dlq_failed_rules"] and one["source_record"]
     summary = json.loads(runner.invoke(app, [*shared, "stats", "--source", "demo.bronze.orders", "--json"]).output)
     assert sum(count["count"] for count in summary["counts"] if count["_dlq_status"] == "fixed") >= quarantined
+
+
+def test_forget_dry_runs_then_erases_a_subject_from_the_dlq_and_its_files(spark, tmp_path):
+    wide = {"COLUMNS": "250"}
+    shared = ["--warehouse", str(tmp_path)]
+    assert runner.invoke(app, [*shared, "demo"], env=wide).exit_code == 0
+    subject = ["--source", "demo.bronze.customers", "--where", "customer_id = 'c5'"]
+    dlq = tmp_path / "demo" / "ops" / "dlq"
+    email = "user5.example.com"  # the subject's value that no file of the DLQ may keep
+    assert files_holding_text(dlq, email)
+
+    dry = runner.invoke(app, [*shared, "forget", *subject, "--dry-run"], env=wide)
+    assert dry.exit_code == 0, dry.output
+    assert "would erase 1 inbox row(s) of demo.bronze.customers (1 quarantined) and 0 outbox row(s)" in dry.output
+    assert files_holding_text(dlq, email)
+
+    erased = runner.invoke(app, [*shared, "forget", *subject], env=wide)
+    assert erased.exit_code == 0, erased.output
+    assert "erased 1 inbox row(s)" in erased.output and "pending" not in erased.output
+    assert files_holding_text(dlq, email) == []
+    listed = runner.invoke(app, [*shared, "list", "--source", "demo.bronze.customers", "--json"])
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert rows and all(row["payload"]["customer_id"] != "c5" for row in rows)
+
+    unknown = runner.invoke(app, [*shared, "forget", "--source", "demo.bronze.customers", "--where", "nickname = 1"])
+    assert isinstance(unknown.exception, OperatorError) and unknown.exception.code == "QA-OPS-017"

@@ -5,48 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from file_scan import files_holding_text, row_numbers_in_files
 from graph_driver import Loop
-from pyspark.sql import VariantVal
 from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
+from quarantine_assets.defs.erasure_job import FORGET_JOB
+from quarantine_assets.defs.retention_job import PURGE_JOB
 from quarantine_assets.engine.erasure import forget_subject
 from quarantine_assets.engine.operator import discard_rows
 from quarantine_assets.errors import OperatorError
 from quarantine_assets.settings import REPO_ROOT
 
 SUBJECT = "row_no IN (1, 3, 5)"
+SOURCE = "demo.bronze.orders"
 MARKER = "ZQX"  # the currency of the subject's row that is never fixed: text that no file may keep
 ROWS = [(1, None, 1.0, "EUR"), (2, None, 2.0, "EUR"), (3, None, 3.0, "EUR")]
 ROWS += [(4, None, 4.0, "EUR"), (5, None, 5.0, MARKER), (6, None, 6.0, "USD")]
 WIDE = {"COLUMNS": "250"}
-
-
-def row_numbers_in_files(folder: Path) -> set[int]:
-    """Every row number any data or change-data file under `folder` still holds, current or not, with the
-    payloads decoded from their files as they are on disk."""
-    found = set()
-    for file in folder.rglob("*.parquet"):
-        if "_delta_log" in file.parts:
-            continue
-        for payload in pq.read_table(file, columns=["_row_data"]).column("_row_data").to_pylist():
-            found.add(VariantVal(payload["value"], payload["metadata"]).toPython()["row_no"])
-    return found
-
-
-def files_holding_text(folder: Path, text: str) -> list[str]:
-    """Every file under `folder`, the log and its checkpoints included, that holds `text`, in its bytes or in
-    its parquet values."""
-    holding = []
-    for file in (path for path in folder.rglob("*") if path.is_file()):
-        shown = (
-            repr(pq.read_table(file).to_pylist()) if file.suffix == ".parquet" else file.read_bytes().decode("latin-1")
-        )
-        if text in shown:
-            holding.append(str(file.relative_to(folder)))
-    return holding
 
 
 def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spark, warehouse, tmp_path):
@@ -94,9 +71,10 @@ def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spa
     # erasure again removes what waited for it.
     loop.run_recycle()
     assert loop.validated() == validated
-    second = forget()
-    assert (second.inbox_rows_by_status, second.outbox_rows, second.files_pending) == ({}, 0, {}), second
-    assert second.files_removed > 0
+    # The second pass from the UI's job, as an operator launches it.
+    second = observed(loop, FORGET_JOB, {"forget_subject": {"config": {"source_table": SOURCE, "where": SUBJECT}}})
+    assert (second["inbox_rows_erased_by_status"], second["outbox_rows_erased"]) == ({}, 0)
+    assert second["files_removed"] > 0 and second["files_pending_by_stream"] == {}, second
 
     assert row_numbers_in_files(inbox_folder) == {2, 4, 6}
     assert row_numbers_in_files(outbox_folder) == {2}
@@ -108,8 +86,20 @@ def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spa
     assert loop.validated()[:3] == validated
 
 
+def observed(loop: Loop, job: str, ops_config: dict) -> dict:
+    """The job's run, and the observation it records on the inbox asset."""
+    result = loop.defs.resolve_job_def(job).execute_in_process(run_config={"ops": ops_config}, instance=loop.instance)
+    assert result.success
+    (observation,) = [
+        event.event_specific_data.asset_observation
+        for event in result.all_events
+        if event.event_type_value == "ASSET_OBSERVATION"
+    ]
+    return {key: value.value for key, value in observation.metadata.items()}
+
+
 def test_purge_physically_removes_purged_rows_from_the_files(spark, warehouse, tmp_path):
-    loop = Loop(spark, warehouse, tmp_path)
+    loop = Loop(spark, warehouse, tmp_path, retention_days=0)
     loop.ingest(ROWS)
     discard_rows(spark, warehouse, loop.action, [loop.key_of(5)], reason="test order", by="test")
     inbox_folder = Path(warehouse.path(loop.action.quarantine.inbox_table))
@@ -123,8 +113,8 @@ def test_purge_physically_removes_purged_rows_from_the_files(spark, warehouse, t
     first = CliRunner().invoke(app, purge, env=WIDE)
     assert first.exit_code == 0 and "deleted 0 resolved row(s)" in first.output, first.output
     loop.run_recycle()  # the outbox stream reads past the purge
-    second = CliRunner().invoke(app, purge, env=WIDE)
-    assert second.exit_code == 0 and "pending:" not in second.output, second.output
+    second = observed(loop, PURGE_JOB, {"dq_orders_purge": {"config": {"physically": True}}})
+    assert second["rows_purged"] == 0 and second["files_pending_by_stream"] == {}, second
 
     assert row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 6}
     assert files_holding_text(inbox_folder, MARKER) == []

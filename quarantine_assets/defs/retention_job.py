@@ -17,6 +17,7 @@ from dagster import (
 
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.assets import dlq_pool
+from quarantine_assets.defs.erasure_job import file_removal_metadata
 from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
 from quarantine_assets.engine.metrics import record_step
@@ -27,18 +28,21 @@ PURGE_SCHEDULE = "dlq_purge_daily"
 
 
 class PurgeConfig(Config):
-    """`dry_run`: count what would be deleted, delete nothing."""
+    """`dry_run`: count what would be deleted, delete nothing. `physically`: also remove the deleted rows from
+    the inbox's files, once no stream still reads them (time travel to before then fails)."""
 
     dry_run: bool = False
+    physically: bool = False
 
 
 def purge_metadata(report: PurgeReport) -> dict:
+    files = report.files
     return {
         "rows_purged": report.rows,
         "rows_purged_by_status": MetadataValue.json(report.rows_by_status),
         "resolved_before": MetadataValue.timestamp(report.cutoff),
         "dry_run": report.dry_run,
-    }
+    } | (file_removal_metadata(files.files_removed, files.files_pending) if files else {})
 
 
 def _purge_op(action: DataQualityAction) -> OpDefinition:
@@ -54,7 +58,13 @@ def _purge_op(action: DataQualityAction) -> OpDefinition:
     ) -> None:
         session = spark.spark_session(warehouse.warehouse)
         report = purge_resolved(
-            session, warehouse.warehouse, action, retention, dry_run=config.dry_run, by=f"dagster-run:{context.run_id}"
+            session,
+            warehouse.warehouse,
+            action,
+            retention,
+            dry_run=config.dry_run,
+            by=f"dagster-run:{context.run_id}",
+            physically=config.physically,
         )
         if not report.dry_run:
             purged = {f"purged_{status}": count for status, count in report.rows_by_status.items()}
