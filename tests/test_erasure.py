@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from quarantine_assets.cli import app
 from quarantine_assets.defs.erasure_job import FORGET_JOB
 from quarantine_assets.defs.retention_job import PURGE_JOB
+from quarantine_assets.engine.alerts import CHANGES_REMOVED, first_cursor, inbox_alerts
 from quarantine_assets.engine.erasure import forget_subject
 from quarantine_assets.engine.operator import discard_rows
 from quarantine_assets.errors import OperatorError
@@ -57,6 +58,7 @@ def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spa
     assert dry.files_removed > 0  # the rows' earlier images, before their fixes, and their change data
     assert loop.inbox().count() == 6 and row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 5, 6}
 
+    before_erasure = first_cursor(warehouse.delta_table(loop.action.quarantine.inbox_table), None)
     first = forget()
     assert (first.inbox_rows_by_status, first.outbox_rows) == ({"quarantined": 1, "recycled": 2}, 2)
     # The outbox and recycled streams have yet to read the erasure's own commits: the files they read wait.
@@ -76,6 +78,11 @@ def test_forget_erases_a_subject_from_the_dlq_and_its_files_and_nothing_else(spa
     assert (second["inbox_rows_erased_by_status"], second["outbox_rows_erased"]) == ({}, 0)
     assert second["files_removed"] > 0 and second["files_pending_by_stream"] == {}, second
 
+    # An alert sensor that had not read the erasure's changes says once that they are gone, and goes on.
+    inbox_table = warehouse.delta_table(loop.action.quarantine.inbox_table)
+    alerts, after = inbox_alerts(inbox_table, loop.action.quarantine.inbox_table, before_erasure)
+    assert [alert.kind for alert in alerts] == [CHANGES_REMOVED] and after.version == inbox_table.version()
+    assert inbox_alerts(inbox_table, loop.action.quarantine.inbox_table, after)[0] == []
     assert row_numbers_in_files(inbox_folder) == {2, 4, 6}
     assert row_numbers_in_files(outbox_folder) == {2}
     assert files_holding_text(inbox_folder, MARKER) == [] and files_holding_text(outbox_folder, MARKER) == []

@@ -17,13 +17,14 @@ from quarantine_assets.engine.statuses import EXHAUSTED, POST_IMAGES
 NEW_REASON = "new_reason"
 EXHAUSTED_ROWS = "exhausted_rows"
 STALE_BACKLOG = "stale_backlog"
+CHANGES_REMOVED = "changes_removed"
 
 
 @dataclass(frozen=True)
 class Alert:
-    kind: str  # NEW_REASON, EXHAUSTED_ROWS or STALE_BACKLOG
+    kind: str  # NEW_REASON, EXHAUSTED_ROWS, STALE_BACKLOG or CHANGES_REMOVED
     dlq_table: str
-    source_table: str
+    source_table: str | None
     message: str
     rows: int
     reason: str | None = None
@@ -65,15 +66,26 @@ def inbox_alerts(inbox: DeltaTable, dlq_table: str, cursor: AlertCursor) -> tupl
     if latest <= cursor.version:
         return [], cursor
     column = _reason_column(inbox)
-    changes = _without_string_views(
-        pa.table(
-            inbox.load_cdf(
-                starting_version=cursor.version + 1,
-                ending_version=latest,
-                columns=["_dlq_source_table", "_dlq_status", "_change_type", column],
+    try:
+        changes = _without_string_views(
+            pa.table(
+                inbox.load_cdf(
+                    starting_version=cursor.version + 1,
+                    ending_version=latest,
+                    columns=["_dlq_source_table", "_dlq_status", "_change_type", column],
+                )
             )
         )
-    )
+    except pa.ArrowInvalid as error:
+        if "not found" not in str(error):
+            raise
+        # An erasure or a VACUUM removed files these versions' changes are read from: they can never be read
+        # again, so the sensor says so once and goes on from the newest version rather than fail every tick.
+        message = (
+            f"{dlq_table}: the changes of versions {cursor.version + 1} to {latest} can no longer be read (an "
+            "erasure or a VACUUM removed their files); new reasons and exhausted rows committed there were not checked"
+        )
+        return [Alert(CHANGES_REMOVED, dlq_table, None, message, 0)], cursor.model_copy(update={"version": latest})
     images = changes.filter(pc.is_in(changes["_change_type"], pa.array(POST_IMAGES)))
     alerts, seen = [], {source: set(reasons) for source, reasons in cursor.seen.items()}
     for source, reasons in _reason_counts(images, column).items():
