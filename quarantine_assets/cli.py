@@ -34,16 +34,7 @@ from quarantine_assets.config.models import DataQualityAction, Project, outbox_t
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.display import CELL_CHARACTERS, json_line, shown
 from quarantine_assets.engine import statuses
-from quarantine_assets.engine.bulk_fix import (
-    DryRun,
-    FieldChanges,
-    Selection,
-    dry_run_fix,
-    field_expressions,
-    fix_where,
-    redrive_selection,
-    required,
-)
+from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.erasure import forget_subject
 from quarantine_assets.engine.locate import record_location
@@ -51,7 +42,6 @@ from quarantine_assets.engine.operator import (
     RowFilter,
     action_for_source,
     discard_rows,
-    fix_rows,
     inbox_row,
     listing,
     parse_json_object,
@@ -420,43 +410,17 @@ def fix(
     by: ByOption = None,
 ) -> None:
     """Correct rows and mark them fixed; the recycle sensor picks them up."""
-    workspace: Workspace = context.obj
-    set_fields = dict(_field_assignment(item) for item in set_) if set_ else None
-    if bool(keys) == (where is not None):
-        raise OperatorError(codes.FIX_NEEDS_ONE_SELECTION, "name the rows by key or select them with --where")
-    if where is None:
-        if set_expr or limit is not None or dry_run:
-            raise OperatorError(
-                codes.FIX_NEEDS_ONE_SELECTION, "--set-expr, --limit and --dry-run work on rows selected with --where"
-            )
-        result = fix_rows(
-            workspace.spark,
-            workspace.warehouse,
-            workspace.action(source),
-            keys,
-            set_fields=set_fields,
-            payload=parse_json_object(payload, "--payload") if payload is not None else None,
-            by=by or getpass.getuser(),
-        )
-    else:
-        if payload is not None:
-            raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "--payload replaces one row's payload: name it by key")
-        selection = Selection(where, limit)
-        changes = required(FieldChanges(field_expressions(set_expr or []), set_fields or {}))
-        if dry_run:
-            report = dry_run_fix(workspace.spark, workspace.warehouse, workspace.action(source), selection, changes)
-            _print_dry_run(report, as_json)
-            return
-        result = fix_where(
-            workspace.spark,
-            workspace.warehouse,
-            workspace.action(source),
-            selection,
-            changes,
-            by=by or getpass.getuser(),
-        )
-    _print_warnings(result.warnings)
-    console.print(f"{result.rows_changed} row(s) of {source} marked fixed")
+    command = FixCommand(
+        keys=tuple(keys or ()),
+        where=where,
+        changes=FieldChanges(
+            field_expressions(set_expr or []), dict(_field_assignment(item) for item in set_) if set_ else {}
+        ),
+        payload=parse_json_object(payload, "--payload") if payload is not None else None,
+        limit=limit,
+        dry_run=dry_run,
+    )
+    _print_fix(context.obj, source, command, as_json, by, "marked fixed")
 
 
 @app.command()
@@ -477,17 +441,18 @@ def redrive(
     """Send quarantined rows back through the recycle path as they are, to be judged by the rules configured now:
     after a rule was too strict. Rows that still fail return to the inbox with their new failed rules; a redrive
     counts as an attempt, like every trip through the recycle path."""
-    workspace: Workspace = context.obj
-    selection = redrive_selection(rule, run, since, where, limit)
+    command = FixCommand(where=where, limit=limit, dry_run=dry_run, redrive=True, rule=rule, run_id=run, since=since)
+    _print_fix(context.obj, source, command, as_json, by, "sent back to be judged again")
+
+
+def _print_fix(workspace: Workspace, source: str, command: FixCommand, as_json: bool, by: str | None, done: str):
     action = workspace.action(source)
-    if dry_run:
-        _print_dry_run(dry_run_fix(workspace.spark, workspace.warehouse, action, selection, FieldChanges()), as_json)
+    outcome = apply_fix(workspace.spark, workspace.warehouse, action, command, by=by or getpass.getuser())
+    if isinstance(outcome, DryRun):
+        _print_dry_run(outcome, as_json)
         return
-    result = fix_where(
-        workspace.spark, workspace.warehouse, action, selection, FieldChanges(), by=by or getpass.getuser()
-    )
-    _print_warnings(result.warnings)
-    console.print(f"{result.rows_changed} row(s) of {source} sent back to be judged again")
+    _print_warnings(outcome.warnings)
+    console.print(f"{outcome.rows_changed} row(s) of {source} {done}")
 
 
 def _print_dry_run(report: DryRun, as_json: bool) -> None:

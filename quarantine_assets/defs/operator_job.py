@@ -9,16 +9,8 @@ from dagster import Config, JobDefinition, OpExecutionContext, job, op
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.bulk_fix import (
-    FieldChanges,
-    Selection,
-    dry_run_fix,
-    field_expressions,
-    fix_where,
-    redrive_selection,
-    required,
-)
-from quarantine_assets.engine.operator import action_for_source, discard_rows, fix_rows, parse_json_object
+from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
+from quarantine_assets.engine.operator import action_for_source, discard_rows, parse_json_object
 from quarantine_assets.errors import OperatorError
 
 OPERATOR_JOB = "dlq_operator"
@@ -49,42 +41,25 @@ def operator_job(actions: list[DataQualityAction]) -> JobDefinition:
         action = action_for_source(actions, config.source_table)
         tables = warehouse.warehouse
         session = spark.spark_session(tables)
-        set_fields = parse_json_object(config.set_fields, "set_fields") if config.set_fields else None
-        if config.where is not None or config.redrive:
-            if config.keys or config.discard_reason is not None or config.payload is not None:
-                raise OperatorError(
-                    codes.FIX_NEEDS_ONE_SELECTION, "where selects rows to fix with set_fields or set_expressions only"
-                )
-            changes = FieldChanges(field_expressions(config.set_expressions), set_fields or {})
-            if config.redrive and changes.fields:
-                raise OperatorError(codes.REDRIVE_CHANGES_NOTHING, "a redrive sets no field: fix the rows instead")
-            selection = (
-                redrive_selection(where=config.where, limit=config.limit)
-                if config.redrive
-                else Selection(config.where, config.limit)
-            )
-            changes = changes if config.redrive else required(changes)
-            if config.dry_run:
-                report = dry_run_fix(session, tables, action, selection, changes)
-                context.log.info(f"dry run, nothing written: {json.dumps(dataclasses.asdict(report))}")
-                return
-            result = fix_where(session, tables, action, selection, changes, by=config.by)
-        elif config.set_expressions or config.limit is not None or config.dry_run:
-            raise OperatorError(
-                codes.FIX_NEEDS_ONE_SELECTION, "set_expressions, limit and dry_run work on rows selected by where"
-            )
-        elif config.discard_reason is not None:
+        set_fields = parse_json_object(config.set_fields, "set_fields") if config.set_fields else {}
+        if config.discard_reason is not None:
+            if config.where is not None or config.redrive or set_fields or config.set_expressions or config.payload:
+                raise OperatorError(codes.FIX_NEEDS_ONE_SELECTION, "a discard names rows by key and changes no field")
             result = discard_rows(session, tables, action, config.keys, reason=config.discard_reason, by=config.by)
         else:
-            result = fix_rows(
-                session,
-                tables,
-                action,
-                config.keys,
-                set_fields=set_fields,
+            command = FixCommand(
+                keys=tuple(config.keys),
+                where=config.where,
+                changes=FieldChanges(field_expressions(config.set_expressions), set_fields),
                 payload=parse_json_object(config.payload, "payload") if config.payload else None,
-                by=config.by,
+                limit=config.limit,
+                dry_run=config.dry_run,
+                redrive=config.redrive,
             )
+            result = apply_fix(session, tables, action, command, by=config.by)
+            if isinstance(result, DryRun):
+                context.log.info(f"dry run, nothing written: {json.dumps(dataclasses.asdict(result))}")
+                return
         for warning in result.warnings:
             context.log.warning(warning)
         context.log.info(f"{result.rows_changed} row(s) of {config.source_table} updated")

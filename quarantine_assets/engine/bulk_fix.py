@@ -24,6 +24,7 @@ from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.operator import (
     OperatorResult,
     checked_fields,
+    fix_rows,
     marked_fixed,
     payload_with_changes,
     refuse_redacted_fields_left_out,
@@ -300,3 +301,52 @@ def _analyzed(analyze, sql: str, option: str):
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0][:300]
+
+
+@dataclass(frozen=True)
+class FixCommand:
+    """What an operator asks of rows of one source, from the CLI or the operator job: fix them (fields, SQL
+    expressions or a whole payload) or redrive them (`redrive`, with `rule`, `run_id` and `since`), named by
+    `keys` or selected by `where` (the `limit` oldest); `dry_run` counts and writes nothing."""
+
+    keys: tuple[str, ...] = ()
+    where: str | None = None
+    changes: FieldChanges = FieldChanges()
+    payload: dict[str, Any] | None = None
+    limit: int | None = None
+    dry_run: bool = False
+    redrive: bool = False
+    rule: str | None = None
+    run_id: str | None = None
+    since: datetime | None = None
+
+    @property
+    def selects(self) -> bool:
+        return self.where is not None or self.redrive
+
+
+def apply_fix(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, command: FixCommand, *, by: str
+) -> OperatorResult | DryRun:
+    """Runs the command, once its parts are known to go together; a dry run's report, else what was written."""
+    if bool(command.keys) == command.selects:
+        raise OperatorError(codes.FIX_NEEDS_ONE_SELECTION, "name the rows by key or select them with where, not both")
+    if not command.selects:
+        if command.changes.expressions or command.limit is not None or command.dry_run:
+            raise OperatorError(
+                codes.FIX_NEEDS_ONE_SELECTION, "set expressions, a limit and a dry run work on rows selected by where"
+            )
+        values = command.changes.values or None
+        return fix_rows(spark, warehouse, action, list(command.keys), set_fields=values, payload=command.payload, by=by)
+    if command.payload is not None:
+        raise OperatorError(codes.FIX_NEEDS_ONE_CHANGE, "a payload replaces one row's payload: name the row by key")
+    if command.redrive and command.changes.fields:
+        raise OperatorError(codes.REDRIVE_CHANGES_NOTHING, "a redrive sets no field: fix the rows instead")
+    if command.redrive:
+        selection = redrive_selection(command.rule, command.run_id, command.since, command.where, command.limit)
+    else:
+        selection = Selection(command.where, command.limit)
+    changes = command.changes if command.redrive else required(command.changes)
+    if command.dry_run:
+        return dry_run_fix(spark, warehouse, action, selection, changes)
+    return fix_where(spark, warehouse, action, selection, changes, by=by)
