@@ -126,3 +126,16 @@ def test_purge_physically_removes_purged_rows_from_the_files(spark, warehouse, t
     assert row_numbers_in_files(inbox_folder) == {1, 2, 3, 4, 6}
     assert files_holding_text(inbox_folder, MARKER) == []
     assert loop.inbox().count() == 5
+
+
+def test_a_dlq_table_that_maps_its_columns_is_refused_before_anything_is_deleted(spark, warehouse, tmp_path):
+    loop = Loop(spark, warehouse, tmp_path)
+    loop.ingest(ROWS)
+    outbox = warehouse.path(loop.action.quarantine.outbox_table)
+    spark.sql(f"ALTER TABLE delta.`{outbox}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    try:
+        forget_subject(spark, warehouse, loop.action, SUBJECT, dry_run=False, by="test")
+        raise AssertionError("a table whose files name columns by physical names was not refused")
+    except OperatorError as refused:
+        assert refused.code == "QA-OPS-022" and loop.action.quarantine.outbox_table in str(refused)
+    assert loop.inbox().count() == 6

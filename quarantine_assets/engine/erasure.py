@@ -13,7 +13,7 @@ from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.bulk_fix import rows_meeting
 from quarantine_assets.engine.claims import before_writing
-from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, remove_files_holding
+from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, readable_table_id, remove_files_holding
 from quarantine_assets.engine.merge import merge_into
 from quarantine_assets.engine.payload_types import sql_string, typed_columns
 from quarantine_assets.engine.retention import RESOLVED_AT
@@ -72,6 +72,8 @@ def forget_subject(
     _refuse_rows_in_flight(sum(row["_in_flight"] for row in in_inbox), where)
     in_outbox = [row[KEY] for row in subject(outbox).select(KEY).collect()]
     keys = {row[KEY] for row in in_inbox} | set(in_outbox)
+    for table in (quarantine.inbox_table, quarantine.outbox_table):
+        readable_table_id(spark, warehouse, table)
     if keys and not dry_run:
         erased = spark.createDataFrame([(key,) for key in sorted(keys)], f"{KEY} STRING")
         # By key, so that the commits' recorded predicates hold row keys, never the subject's values.

@@ -27,7 +27,7 @@ from quarantine_assets import codes
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.delta_log import files_by_version
 from quarantine_assets.engine.payload_types import PAYLOAD
-from quarantine_assets.engine.tables import Warehouse, table_reference
+from quarantine_assets.engine.tables import Warehouse, is_url, table_reference
 from quarantine_assets.errors import OperatorError
 
 KEY = "_dlq_sk"
@@ -54,7 +54,7 @@ def remove_files_holding(
     """Delete the files that no longer belong to `table` and hold rows `rows_of` picks, but those a stream of
     the warehouse has yet to read; first purges the rows deletion vectors hide into new files."""
     path, folder = warehouse.path(table), warehouse.folder(table)
-    table_id = _table_id_refusing_column_mapping(spark, table, path)
+    table_id = readable_table_id(spark, warehouse, table)
     if not dry_run:
         retry_on_conflict(lambda: spark.sql(f"REORG TABLE {table_reference(path)} APPLY (PURGE)"))
     named = files_by_version(warehouse.log(table))
@@ -107,10 +107,10 @@ def streams_reading(warehouse: Warehouse, table_id: str) -> dict[str, int]:
     return first_unread
 
 
-def _table_id_refusing_column_mapping(spark: SparkSession, table: str, path: str) -> str:
-    """The table's id; refused when its files name columns by ids of their own, which reading them by name
-    would miss."""
-    detail = spark.sql(f"DESCRIBE DETAIL {table_reference(path)}").select("id", "properties").first()
+def readable_table_id(spark: SparkSession, warehouse: Warehouse, table: str) -> str:
+    """The table's id, once its files are known to name columns as the table does: a table that maps its columns
+    to physical names is refused, since reading its files by name would find nothing. Asked before deleting rows."""
+    detail = spark.sql(f"DESCRIBE DETAIL {table_reference(warehouse.path(table))}").select("id", "properties").first()
     mapping = (detail["properties"] or {}).get(COLUMN_MAPPING, "none")
     if mapping != "none":
         raise OperatorError(
@@ -124,4 +124,5 @@ def _table_id_refusing_column_mapping(spark: SparkSession, table: str, path: str
 
 def _relative(uri: str, table_path: str) -> str:
     """A file Spark names by its URI, as the log names it: relative to the table's folder."""
-    return PurePosixPath(unquote(urlparse(uri).path)).relative_to(urlparse(table_path).path).as_posix()
+    folder = urlparse(table_path).path if is_url(table_path) else table_path
+    return PurePosixPath(unquote(urlparse(uri).path)).relative_to(folder).as_posix()

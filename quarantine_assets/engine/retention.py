@@ -18,7 +18,7 @@ from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
-from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, remove_files_holding
+from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, readable_table_id, remove_files_holding
 from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse, table_reference
@@ -63,6 +63,8 @@ def purge_resolved(
     rows_by_status = {row["_dlq_status"]: row["count"] for row in counted}
     # Resolved rows never reopen and every resolution is stamped after the cutoff, so the DELETE
     # removes exactly the rows counted, also with writers running.
+    if physically:
+        readable_table_id(spark, warehouse, quarantine.inbox_table)
     if rows_by_status and not dry_run:
         retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
     files = _remove_files_of_deleted_rows(spark, warehouse, action, dry_run=dry_run) if physically else None
