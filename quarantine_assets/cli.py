@@ -420,7 +420,7 @@ def fix(
         limit=limit,
         dry_run=dry_run,
     )
-    _print_fix(context.obj, source, command, as_json, by, "marked fixed")
+    _run_fix(context.obj, source, command, as_json, by, "marked fixed")
 
 
 @app.command()
@@ -442,10 +442,10 @@ def redrive(
     after a rule was too strict. Rows that still fail return to the inbox with their new failed rules; a redrive
     counts as an attempt, like every trip through the recycle path."""
     command = FixCommand(where=where, limit=limit, dry_run=dry_run, redrive=True, rule=rule, run_id=run, since=since)
-    _print_fix(context.obj, source, command, as_json, by, "sent back to be judged again")
+    _run_fix(context.obj, source, command, as_json, by, "sent back to be judged again")
 
 
-def _print_fix(workspace: Workspace, source: str, command: FixCommand, as_json: bool, by: str | None, done: str):
+def _run_fix(workspace: Workspace, source: str, command: FixCommand, as_json: bool, by: str | None, done: str):
     action = workspace.action(source)
     outcome = apply_fix(workspace.spark, workspace.warehouse, action, command, by=by or getpass.getuser())
     if isinstance(outcome, DryRun):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from file_scan import files_holding_text, row_numbers_in_files
@@ -16,6 +17,7 @@ from quarantine_assets.defs.retention_job import PURGE_JOB
 from quarantine_assets.engine.alerts import CHANGES_REMOVED, first_cursor, inbox_alerts
 from quarantine_assets.engine.erasure import forget_subject
 from quarantine_assets.engine.operator import discard_rows
+from quarantine_assets.engine.tables import FREE_TEXT_COLUMNS
 from quarantine_assets.errors import OperatorError
 from quarantine_assets.settings import REPO_ROOT
 
@@ -139,3 +141,25 @@ def test_a_dlq_table_that_maps_its_columns_is_refused_before_anything_is_deleted
     except OperatorError as refused:
         assert refused.code == "QA-OPS-022" and loop.action.quarantine.outbox_table in str(refused)
     assert loop.inbox().count() == 6
+
+
+def test_the_delta_log_keeps_no_statistics_of_a_rows_free_text(spark, warehouse, tmp_path):
+    """Erased from every data file, a row would live on in the log's per-file minimum and maximum values; the DLQ
+    tables keep statistics only of their keys, statuses and times."""
+    loop = Loop(spark, warehouse, tmp_path)
+    loop.ingest(ROWS)
+    discard_rows(spark, warehouse, loop.action, [loop.key_of(5)], reason="customer 5 asked", by="ops-person")
+    loop.fix(1, order_id=1)
+    loop.run_recycle()
+    for table in (loop.action.quarantine.inbox_table, loop.action.quarantine.outbox_table):
+        log = Path(warehouse.path(table)) / "_delta_log"
+        stats = [
+            json.loads(action["add"]["stats"])
+            for commit in sorted(log.glob("*.json"))
+            for action in map(json.loads, commit.read_text().splitlines())
+            if "add" in action and action["add"].get("stats")
+        ]
+        described = {name for found in stats for part in ("minValues", "nullCount") for name in found.get(part, {})}
+        assert described and not described & set(FREE_TEXT_COLUMNS), (table, described)
+    inbox_log = Path(warehouse.path(loop.action.quarantine.inbox_table)) / "_delta_log"
+    assert files_holding_text(inbox_log, "customer 5 asked") == files_holding_text(inbox_log, "ops-person") == []

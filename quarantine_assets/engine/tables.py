@@ -105,6 +105,9 @@ METRICS_COLUMNS = {
 # A transaction id is kept this long: a step retried later than that could append its row again.
 _TRANSACTION_RETENTION = "interval 30 days"
 UPGRADE_TABLES_COMMAND = "quarantine-assets upgrade-tables"
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
+# Text from the source (a malformed record's, its file's name) or from people (reasons, user names).
+FREE_TEXT_COLUMNS = ("_dlq_rescued_data", "_dlq_source_file", "_dlq_reason", "_dlq_updated_by", "_dlq_resolved_by")
 CLUSTERING_COLUMN = "_dlq_source_table"
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
@@ -235,12 +238,24 @@ def is_url(location: str) -> bool:
 def _ddl(path: str, columns: dict[str, str], properties: dict[str, str], core: bool) -> str:
     """`core`: seed 000's statement as it stands, without `USING DELTA`: our sessions make Delta the default."""
     column_lines = ",\n".join(f"  {name} {sql_type}" for name, sql_type in columns.items())
+    properties = properties if core else properties | {STATS_COLUMNS_PROPERTY: ",".join(stats_columns(columns))}
     property_lines = ",\n".join(f"  '{key}' = '{value}'" for key, value in properties.items())
     using = "" if core else "USING DELTA\n"
     return (
         f"CREATE TABLE IF NOT EXISTS {table_reference(path)} (\n{column_lines}\n)\n"
         f"{using}CLUSTER BY ({CLUSTERING_COLUMN})\nTBLPROPERTIES (\n{property_lines}\n)"
     )
+
+
+def stats_columns(columns: dict[str, str]) -> list[str]:
+    """The columns whose smallest and largest values the Delta log keeps per file: the keys, statuses and times
+    that MERGE, purge and clustering skip files by. Not the text a row carries from its source or from a person,
+    which the log would keep (its first 32 characters) after the row is erased from every data file."""
+    return [
+        name
+        for name, sql_type in columns.items()
+        if name not in FREE_TEXT_COLUMNS and not sql_type.startswith(("ARRAY", "MAP", "VARIANT"))
+    ]
 
 
 def inbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
