@@ -96,7 +96,12 @@ SPLIT_CHECKPOINT_LOST = _code(
     "the split's checkpoint is gone while the validated table holds batches it committed; nothing was written",
 )
 CSV_HEADER_MISMATCH = _code(
-    "QA-SRC-003", "a CSV file's header does not name the source's columns in order; nothing of its batch was written"
+    "QA-SRC-003", "a CSV file's header does not name the source's columns in order; the file is set aside whole"
+)
+SOURCE_FILE_UNREADABLE = _code(
+    "QA-SRC-004",
+    "a source file cannot be read with its source's format (not that format, cut short, cannot be decompressed, "
+    "gone); the file is set aside whole",
 )
 
 # Data quality (dqe mode).
@@ -149,6 +154,7 @@ ERASURE_UNREADABLE_FILES = _code(
 ERASURE_IN_FLIGHT = _code(
     "QA-OPS-023", "rows to erase are on their way to the validated table (fixed, or recycled and not landed)"
 )
+FILE_NOT_SET_ASIDE = _code("QA-OPS-024", "no file set aside and not yet redriven has that path")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

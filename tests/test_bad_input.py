@@ -151,14 +151,14 @@ def test_a_parse_message_names_each_value_that_does_not_fit_under_the_sources_ow
 @pytest.mark.parametrize(
     "header", ["row_no,amount,order_id,currency", "row_no,order_id,amount,currency,channel", "row_no,order_id,amount"]
 )
-def test_a_csv_file_whose_header_names_other_columns_is_refused_and_nothing_of_it_is_written(
+def test_in_dqe_mode_a_csv_file_whose_header_names_other_columns_is_refused_and_nothing_of_it_is_written(
     spark, warehouse, tmp_path, header
 ):
+    """dqe mode has no DLQ to set the file aside in (quarantine mode does: test_file_quarantine.py)."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "a.csv").write_text("row_no,order_id,amount,currency\n1,1,1.0,EUR\n")
-    action = file_action(landing, "csv", header="true")
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    action = file_action(landing, "csv", header="true").model_copy(update={"mode": "dqe", "quarantine": None})
     run_split(spark, action, warehouse, "first")
     (landing / "b.csv").write_text(header + "\n" + ",".join(["2"] * len(header.split(","))) + "\n")
 
@@ -167,7 +167,6 @@ def test_a_csv_file_whose_header_names_other_columns_is_refused_and_nothing_of_i
 
     assert raised.value.code == "QA-SRC-003" and "b.csv" in str(raised.value)
     assert table(spark, warehouse, action.target_table).count() == 1
-    assert table(spark, warehouse, action.quarantine.dlq_table).count() == 0
     (landing / "b.csv").unlink()  # moved out, as the message says: the stream goes on without it
     (landing / "c.csv").write_text("row_no,order_id,amount,currency\n3,3,3.0,EUR\n")
     assert run_split(spark, action, warehouse, "third").rows_validated == 1

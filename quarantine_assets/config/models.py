@@ -14,6 +14,7 @@ QUALIFIED_NAME = re.compile(r"^[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]\w*\Z")
 OUTBOX_SUFFIX = "_outbox"
 CLAIMS_SUFFIX = "_claims"
 METRICS_SUFFIX = "_metrics"
+FILES_SUFFIX = "_files"
 DEFAULT_MAX_ATTEMPTS = 3
 # How a sensitive column is hidden in the DLQ; the first is the default.
 REDACTION_METHODS = ("mask", "sha256")
@@ -32,6 +33,11 @@ def claims_table(dlq_table: str) -> str:
 def metrics_table(dlq_table: str) -> str:
     """What each step did to the DLQ, a row per run, step and source: named after the inbox, like the outbox."""
     return dlq_table + METRICS_SUFFIX
+
+
+def files_table(dlq_table: str) -> str:
+    """The source files set aside whole, a record per file: named after the inbox, like the outbox."""
+    return dlq_table + FILES_SUFFIX
 
 
 class _Frozen(BaseModel):

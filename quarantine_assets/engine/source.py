@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StructType
 
 from quarantine_assets import codes
@@ -31,6 +34,8 @@ _DATA_FILE_NAME = "_dlq_data_file_name"
 # Formats whose unparseable records Spark can keep as text in a column of their own.
 RESCUING_FORMATS = ("csv", "json")
 PINNED_SCHEMA = "_quarantine_assets_schema.json"
+# What Hadoop's glob takes for a pattern rather than a character of a name.
+_GLOB_CHARACTERS = re.compile(r"[\\{}\[\]*?]")
 
 
 def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse) -> DataFrame:
@@ -103,22 +108,72 @@ def rules_against_sources(spark: SparkSession, project: Project, warehouse: Ware
 
 
 def _read_file_stream(spark: SparkSession, source: FileSource) -> DataFrame:
+    return _with_file_columns(_file_reader(spark.readStream, spark, source).load(source.path))
+
+
+def read_source_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
+    """The rows of some files of a file source (URIs as its stream's log names them), read as its stream reads
+    them. Each file is named as a glob that matches itself alone: Spark's reader of a list of paths with
+    globbing off reads the other files again once per name that looks like a glob (SPARK-58518)."""
+    reader = _file_reader(spark.read, spark, source)
+    if not _is_glob(source.path):
+        reader = reader.option("basePath", source.path)  # partition columns from key=value folders, as the stream
+    return _with_file_columns(reader.load([as_glob(file) for file in files]))
+
+
+def looks_like_glob(file: str) -> bool:
+    """Whether a file's name is one Spark's readers take for a glob."""
+    return _is_glob(unquote(file))
+
+
+def _is_glob(path: str) -> bool:
+    return bool(_GLOB_CHARACTERS.search(path))
+
+
+def as_glob(file: str) -> str:
+    """A file's URI as a path Spark's readers take, as a glob that matches that file alone."""
+    return _GLOB_CHARACTERS.sub(r"\\\g<0>", unquote(file))
+
+
+def _file_reader(read: DataStreamReader | DataFrameReader, spark: SparkSession, source: FileSource):
     """Rows that do not parse keep their raw text in `_rescued_data`, so they reach the DLQ, not the void."""
     schema = file_schema(spark, source)
-    # Spark matches CSV values to columns by position; checking the header refuses a file whose columns moved.
-    # A file refused so is moved out by the user: its batch is then read again without it, not stuck for good.
+    # Spark matches CSV values to columns by position; checking the header sets aside a file whose columns moved.
     defaults = {"ignoreMissingFiles": "true"} | ({"enforceSchema": "false"} if source.format == "csv" else {})
-    reader = spark.readStream.format(source.format).options(**(defaults | source.options))
+    reader = read.format(source.format).options(**(defaults | source.options))
     if source.format in RESCUING_FORMATS:
         if RESCUED_DATA not in schema.fieldNames():
             schema = schema.add(RESCUED_DATA, "string")
         reader = reader.option("columnNameOfCorruptRecord", RESCUED_DATA).option("mode", "PERMISSIVE")
-    rows = reader.schema(schema).load(source.path)
+    return reader.schema(schema)
+
+
+def _with_file_columns(rows: DataFrame) -> DataFrame:
     return rows.select(
         "*",
         F.col("_metadata.file_path").alias(SOURCE_FILE),
         F.col("_metadata.file_modification_time").alias(ARRIVED_AT),
     )
+
+
+def batch_files(warehouse: Warehouse, checkpoint: str, batch_id: int) -> list[str]:
+    """The files a file stream's micro-batch reads, as URIs, from its checkpoint (relative to the warehouse root):
+    the batch's offsets name the span of the source's file log it covers, whose entries name the files. The log
+    compacts every few batches into `<n>.compact`, which keeps each entry's batch."""
+    end = _log_offset(warehouse, f"{checkpoint}/offsets/{batch_id}")
+    start = _log_offset(warehouse, f"{checkpoint}/offsets/{batch_id - 1}") if batch_id > 0 else -1
+    files = []
+    for log_batch in range(start + 1, end + 1):
+        log = f"{checkpoint}/sources/0/{log_batch}"
+        text = warehouse.read_text(log if warehouse.holds_file(log) else f"{log}.compact")
+        entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
+        files += [entry["path"] for entry in entries if entry["batchId"] == log_batch]
+    return files
+
+
+def _log_offset(warehouse: Warehouse, offsets: str) -> int:
+    """A file source's place in its log: the third line of an offsets file, `{"logOffset": n}`."""
+    return int(json.loads(warehouse.read_text(offsets).splitlines()[2])["logOffset"])
 
 
 def file_schema(spark: SparkSession, source: FileSource) -> StructType:

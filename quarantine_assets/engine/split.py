@@ -10,10 +10,11 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
-from quarantine_assets.config.models import DataQualityAction, DeltaSource
+from quarantine_assets.config.models import DataQualityAction, DeltaSource, FileSource
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import append_once, append_to_dlq_table
 from quarantine_assets.engine.delta_log import committed_rows, transaction_writers
+from quarantine_assets.engine.file_quarantine import CSV_HEADER_DETAIL, CSV_HEADER_MISMATCH, FileBatch
 from quarantine_assets.engine.inbox import BOOKKEEPING_COLUMNS, Provenance, inbox_records
 from quarantine_assets.engine.operational_metadata import with_table_columns, with_view_columns
 from quarantine_assets.engine.parse_errors import RecordParsing, parse_reason, record_parsing
@@ -63,12 +64,7 @@ SPLIT_STREAM = "split"
 _SCHEMA_CHANGE = re.compile(
     r"\[(DELTA_SCHEMA_CHANGED\w*|DELTA_STREAMING_\w*SCHEMA\w*|DELTA_FAILED_TO_MERGE_FIELDS|DELTA_METADATA_MISMATCH)\]"
 )
-# Spark's reader with `enforceSchema` off, on a CSV file whose header disagrees with the columns.
-_CSV_HEADER_MISMATCH = re.compile(
-    r"CSV header does not conform to the schema|Number of column in CSV header is not equal to number of fields"
-)
 _FILE_READ = re.compile(r"CSV file: (\S+)")
-_HEADER_DETAIL = re.compile(r"Expected: \S+ but found: \S+|Header length: \d+, schema size: \d+")
 
 
 @dataclass
@@ -84,6 +80,7 @@ class SplitReport:
     failures_per_rule: Counter = field(default_factory=Counter)
     parse_errors: Counter = field(default_factory=Counter)  # records that did not parse, by reason code
     warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
+    files_set_aside: list[str] = field(default_factory=list)  # source files that could not be read, by URI
 
     def failures_by_reason(self) -> Counter:
         """By reason code: each rule's name, and for records that did not parse, their parse code."""
@@ -109,6 +106,7 @@ def split_batch(
     parsing: RecordParsing | None = None,
     *,
     judges_alike: bool = False,
+    files: FileBatch | None = None,
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
@@ -116,25 +114,36 @@ def split_batch(
     unless `judges_alike` (each query of the batch judges its rows alike); in dqe mode the rejected rows
     are dropped, so one write judges them. What each table received is Delta's count of the rows its
     commit wrote. `parsing` is how a CSV or JSON source's records were parsed: it explains those that did not.
+    `files` are the batch's files, for a file source: one that cannot be read is set aside, in quarantine mode.
     """
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
     writer = writer_id(action, SPLIT_STREAM, stream_id)
     if action.quarantine is None:
-        return _split_dropping(spark, batch, batch_id, writer, action, warehouse, rules)
+        rows = files.rows(batch) if files else batch
+        return _split_dropping(spark, rows, batch_id, writer, action, warehouse, rules)
     parsing = parsing if RECORD_PARSES in rules else None
     stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
     kept_by = with_action(rules, "drop")
-    judged = judge(batch, rules, kept_by, with_source_file=isinstance(action.source, DeltaSource))
+    delta_source = isinstance(action.source, DeltaSource)
+    judged = judge(batch, rules, kept_by, with_source_file=delta_source)
     rows_validated = _validated_earlier(warehouse, action, writer, batch_id)
     added = []
     if rows_validated is None:
         # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
-        with judged_once(judged, judges_alike=judges_alike) as verdict:
-            # Written before the first commit, by the job that judges the batch.
-            counts = stage.write(verdict, rules, kept_by, parsing)
-            _refuse_over_reject_limit(action, batch_id, counts)
-            kept = without_verdict(kept_rows(verdict), rules)
-            added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
+        while True:
+            judged = judge(files.rows(batch) if files else batch, rules, kept_by, with_source_file=delta_source)
+            with judged_once(judged, judges_alike=judges_alike) as verdict:
+                try:
+                    # Written before the first commit, by the job that judges the batch: the one that reads it.
+                    counts = stage.write(verdict, rules, kept_by, parsing)
+                except Exception as error:
+                    if files is None or not files.set_aside_file_of(spark, error):
+                        raise
+                    continue
+                _refuse_over_reject_limit(action, batch_id, counts)
+                kept = without_verdict(kept_rows(verdict), rules)
+                added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
+            break
         rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
     elif stage.is_complete():
         # A crash between the two commits: the inbox receives the rows the first attempt rejected.
@@ -170,6 +179,7 @@ def split_batch(
         failures_per_rule=Counter(counts.failures_per_rule),
         parse_errors=Counter({code: count for code, count in counts.parse_errors.items() if count}),
         warnings=_added_warnings(action, added),
+        files_set_aside=sorted(files.set_aside) if files else [],
     )
 
 
@@ -323,8 +333,20 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
 
     def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
+        files = None
+        if isinstance(action.source, FileSource):
+            files = FileBatch.of(action, warehouse, SPLIT_STREAM, stream_id, batch_id, run_id)
         return split_batch(
-            spark, batch, batch_id, stream_id, action, warehouse, run_id, parsing, judges_alike=judges_alike
+            spark,
+            batch,
+            batch_id,
+            stream_id,
+            action,
+            warehouse,
+            run_id,
+            parsing,
+            judges_alike=judges_alike,
+            files=files,
         )
 
     source_rows = read_source_stream(spark, action.source, warehouse)
@@ -379,9 +401,9 @@ def _source_refused(error: str, action: DataQualityAction) -> QuarantineError | 
             "the source, or start the action over with a new target_table and checkpoint",
             **where,
         )
-    if _CSV_HEADER_MISMATCH.search(error):
+    if CSV_HEADER_MISMATCH.search(error):
         file = _FILE_READ.search(error)
-        mismatch = _HEADER_DETAIL.search(error)
+        mismatch = CSV_HEADER_DETAIL.search(error)
         return QuarantineError(
             codes.CSV_HEADER_MISMATCH,
             f"the header of CSV file {file[1] if file else '?'} does not name the source's columns in order"

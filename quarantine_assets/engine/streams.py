@@ -13,7 +13,8 @@ import json
 import os
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -52,24 +53,30 @@ def run_available_now(
             raised.append(error)
             raise
 
-    spark = stream.sparkSession
-    conf = conf or {}
-    previous = {key: spark.conf.get(key) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
     try:
-        query = (
-            stream.writeStream.queryName(query_name)
-            .foreachBatch(guarded)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        with session_conf(stream.sparkSession, conf or {}):
+            query = (
+                stream.writeStream.queryName(query_name)
+                .foreachBatch(guarded)
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
     except StreamingQueryException:
         if raised:
             raise raised[0] from None
         raise
+
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """The session's settings, with `conf`, for the block; as they were after it."""
+    previous = {key: spark.conf.get(key) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
     finally:
         for key, value in previous.items():
             spark.conf.set(key, value)

@@ -12,7 +12,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from pyarrow.fs import FileInfo, FileSelector, FileSystem, FileType, PyFileSystem, SubTreeFileSystem
 
-from quarantine_assets.config.models import claims_table, metrics_table, outbox_table
+from quarantine_assets.config.models import claims_table, files_table, metrics_table, outbox_table
 
 if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
     from pyspark.sql import SparkSession
@@ -101,6 +101,25 @@ METRICS_COLUMNS = {
     "failures_by_code": "MAP<STRING, BIGINT>",  # the codes of `_dlq_errors`: rule names and parse codes
     "backlog": "MAP<STRING, BIGINT>",  # the source's inbox rows by status, after the step
     "oldest_quarantined_seconds": "DOUBLE",
+}
+# A source file that cannot be read with its source's format and schema, set aside whole (engine/file_quarantine.py).
+FILES_COLUMNS = {
+    "_dlq_sk": "STRING NOT NULL",  # the file in its batch: source, stream, batch and the file's URI
+    "_dlq_source_table": "STRING NOT NULL",
+    "_dlq_status": "STRING NOT NULL",  # quarantined, then redriven
+    "_dlq_timestamp": "TIMESTAMP NOT NULL",  # when it was set aside
+    "_dlq_source_file": "STRING NOT NULL",  # the file's URI, as the split's stream names it
+    "_dlq_errors": "ARRAY<STRUCT<type: STRING, code: STRING, message: STRING>>",  # type `file`
+    "_dlq_file_head": "STRING",  # its first lines; NULL where the action declares sensitive columns
+    "_dlq_file_size": "BIGINT",
+    "_dlq_file_modified_at": "TIMESTAMP",
+    "_dlq_action": "STRING",
+    "_dlq_run_id": "STRING",
+    "_dlq_stream_id": "STRING",
+    "_dlq_batch_id": "BIGINT",
+    "_dlq_resolved_at": "TIMESTAMP",  # when its rows were read again by redrive-file
+    "_dlq_resolved_by": "STRING",  # the run or operator that redrove it
+    "_dlq_redriven_rows": "MAP<STRING, BIGINT>",  # what the redrive wrote: validated, quarantined
 }
 # A transaction id is kept this long: a step retried later than that could append its row again.
 _TRANSACTION_RETENTION = "interval 30 days"
@@ -284,6 +303,12 @@ def metrics_ddl(warehouse: Warehouse, dlq_table: str) -> str:
     )
 
 
+def files_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+    columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in FILES_COLUMNS.items())
+    reference = table_reference(warehouse.path(files_table(dlq_table)))
+    return f"CREATE TABLE IF NOT EXISTS {reference} (\n{columns}\n) USING DELTA"
+
+
 def missing_context_columns(columns: set[str], context_columns: dict[str, str]) -> dict[str, str]:
     return {name: sql_type for name, sql_type in context_columns.items() if name not in columns}
 
@@ -310,6 +335,7 @@ def create_dlq_tables(spark: "SparkSession", warehouse: Warehouse, dlq_table: st
         (outbox_table(dlq_table), outbox_ddl),
         (claims_table(dlq_table), claims_ddl),
         (metrics_table(dlq_table), metrics_ddl),
+        (files_table(dlq_table), files_ddl),
     )
     for table, ddl in tables:
         if not warehouse.is_delta_table(table):
