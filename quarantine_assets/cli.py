@@ -37,6 +37,8 @@ from quarantine_assets.engine import statuses
 from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
 from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
 from quarantine_assets.engine.erasure import forget_subject
+from quarantine_assets.engine.file_quarantine import set_aside_files
+from quarantine_assets.engine.file_redrive import redrive_file
 from quarantine_assets.engine.locate import record_location
 from quarantine_assets.engine.operator import (
     RowFilter,
@@ -495,6 +497,47 @@ def discard(
     )
     _print_warnings(result.warnings)
     console.print(f"{result.rows_changed} row(s) of {source} discarded")
+
+
+@app.command("files")
+def list_files(context: typer.Context, dlq: DlqOption = None, as_json: JsonOption = False) -> None:
+    """Source files set aside whole because they could not be read, newest first, with why."""
+    workspace: Workspace = context.obj
+    dlq_tables = [workspace.dlq(dlq)] if dlq else workspace.project.dlq_tables
+    found = set_aside_files(workspace.warehouse, dlq_tables)
+    if as_json:
+        for record in found:
+            print(json_line(record))
+        return
+    rows = [
+        (
+            record["_dlq_source_file"],
+            record["_dlq_source_table"],
+            record["_dlq_status"],
+            record["_dlq_errors"][0]["code"],
+            record["_dlq_errors"][0]["message"],
+            record["_dlq_file_size"],
+            record["_dlq_timestamp"],
+        )
+        for record in found
+    ]
+    _print_rows(rows, ["file", "source_table", "status", "code", "reason", "bytes", "set aside at"], "Files set aside")
+
+
+@app.command("redrive-file")
+def redrive_set_aside_file(
+    context: typer.Context,
+    path: Annotated[str, typer.Argument(help="The file, as `files` lists it or as a local path.")],
+    by: ByOption = None,
+) -> None:
+    """Read a file that was set aside again through the split, once fixed or replaced under the same name."""
+    workspace: Workspace = context.obj
+    actions = list(workspace.project.actions)
+    for redriven in redrive_file(workspace.spark, actions, workspace.warehouse, path, by or getpass.getuser()):
+        console.print(
+            f"{redriven.file}: {redriven.rows_validated} row(s) validated, {redriven.rows_quarantined} quarantined "
+            f"({redriven.source_table})"
+        )
 
 
 PhysicallyOption = Annotated[

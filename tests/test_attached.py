@@ -48,6 +48,28 @@ except DataQualityFailure as refused:
     print(refused.code, refused)
 """
 
+SETTING_A_FILE_ASIDE = """
+import json, sys
+sys.path.insert(0, "tests")
+from builders import ORDERS_SCHEMA, orders_action
+from quarantine_assets.config.models import FileSource
+from quarantine_assets.engine.file_redrive import redrive_file
+from quarantine_assets.engine.session import spark_session
+from quarantine_assets.engine.split import run_split
+from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+
+warehouse, landing = Warehouse(sys.argv[1]), sys.argv[2]
+source = FileSource(path=landing, format="csv", options={"header": "true"}, schema_ddl=ORDERS_SCHEMA)
+action = orders_action().model_copy(update={"source": source})
+spark = spark_session(warehouse)
+create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+report = run_split(spark, action, warehouse, "attached")
+with open(f"{landing}/b.csv", "w") as fixed:
+    fixed.write("row_no,order_id,amount,currency\\n3,3,3.5,EUR\\n")
+(redriven,) = redrive_file(spark, [action], warehouse, f"{landing}/b.csv", "ops")
+print(json.dumps({"set_aside": report.files_set_aside, "redriven": redriven.rows_validated}))
+"""
+
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     done = subprocess.run(command, env=os.environ | env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
@@ -130,6 +152,22 @@ def test_a_coded_error_raised_in_the_servers_worker_comes_back_coded(spark, spar
     refused = _run([sys.executable, "-c", FAILING_IN_THE_WORKER, warehouse.root], {SPARK_REMOTE_VARIABLE: spark_server})
     assert refused.stdout.startswith(f"{codes.FAIL_RULE_VIOLATED} ") and "batch 0" in refused.stdout
     assert not warehouse.is_delta_table("demo.bronze.dq_orders_validated")
+
+
+def test_a_file_is_set_aside_and_redriven_attached(spark, spark_server, warehouse, tmp_path):
+    """The split's batches run in the server's Python workers: a file set aside there is reported back."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a[1].csv").write_text("row_no,order_id,amount,currency\n1,1,1.5,EUR\n")
+    (landing / "plain.csv").write_text("row_no,order_id,amount,currency\n2,2,2.5,EUR\n")
+    (landing / "b.csv").write_text("x,y,z,w\n3,3,3.5,EUR\n")
+    command = [sys.executable, "-c", SETTING_A_FILE_ASIDE, warehouse.root, str(landing)]
+    done = _run(command, {SPARK_REMOTE_VARIABLE: spark_server})
+
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [Path(file).name for file in report["set_aside"]] == ["b.csv"] and report["redriven"] == 1
+    validated = spark.read.format("delta").load(warehouse.path("demo.bronze.dq_orders_validated"))
+    assert sorted(row["row_no"] for row in validated.collect()) == [1, 2, 3]
 
 
 def test_validate_parses_rules_attached(spark_server, tmp_path):

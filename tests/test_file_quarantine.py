@@ -4,20 +4,28 @@ once fixed: its rows reach the tables once, whatever is killed on the way."""
 from __future__ import annotations
 
 import gzip
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dagster import AssetCheckSeverity, DagsterInstance
 from faults import Killed, kill_once
+from typer.testing import CliRunner
 
-from quarantine_assets.config.models import FileSource
+from quarantine_assets.cli import app
+from quarantine_assets.config.models import FileSource, Project
+from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
+from quarantine_assets.defs.file_redrive_job import REDRIVE_FILE_JOB
+from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.engine import file_quarantine, split
 from quarantine_assets.engine.file_quarantine import set_aside_files
 from quarantine_assets.engine.file_redrive import redrive_file
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import QuarantineError
+from quarantine_assets.settings import REPO_ROOT
 
 HEADER = "row_no,order_id,amount,currency"
 
@@ -195,3 +203,44 @@ def test_a_set_aside_file_keeps_no_head_where_the_action_declares_sensitive_colu
 
     (record,) = records(warehouse, action)
     assert record["_dlq_file_head"] is None and record["_dlq_file_size"] > 0
+
+
+def test_through_dagster_a_set_aside_file_warns_and_its_job_redrives_it_and_the_cli_lists_it(
+    spark, warehouse, landing, tmp_path
+):
+    (landing / "a.csv").write_text(csv_text(1))
+    (landing / "b.csv").write_text(csv_text(2, header="x,y,z,w"))
+    action = file_action(landing)
+    defs = build_definitions(
+        Project(config_dir=tmp_path, env="test", actions=(action,)), default_resources(warehouse.root)
+    )
+    instance = DagsterInstance.ephemeral()
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    split_run = defs.resolve_job_def(SPLIT_JOB).execute_in_process(instance=instance)
+
+    assert split_run.success
+    (check,) = [e for e in split_run.get_asset_check_evaluations() if e.check_name == "source_files_read"]
+    assert not check.passed and check.severity == AssetCheckSeverity.WARN
+    assert check.metadata["files_set_aside"].value == 1
+    (file,) = check.metadata["files"].value
+    options = ["--config-dir", str(REPO_ROOT / "configs"), "--warehouse", warehouse.root]
+    listed = CliRunner().invoke(app, [*options, "files", "--json"])
+    assert listed.exit_code == 0, listed.output
+    (record,) = [json.loads(line) for line in listed.output.splitlines()]
+    assert (record["_dlq_source_file"], record["_dlq_status"]) == (file, "quarantined")
+    assert record["_dlq_errors"][0]["code"] == "QA-SRC-003"
+
+    (landing / "b.csv").write_text(csv_text(2))
+    redrive = defs.resolve_job_def(REDRIVE_FILE_JOB).execute_in_process(
+        run_config={"ops": {"redrive_file": {"config": {"path": file}}}}, instance=instance
+    )
+
+    assert redrive.success
+    (observation,) = [
+        e.event_specific_data.asset_observation for e in redrive.all_events if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    assert observation.metadata["rows_validated"].value == 1
+    assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1, 2: 1})
+    listed = CliRunner().invoke(app, [*options, "files"], env={"COLUMNS": "250"})
+    assert "redriven" in listed.output and "QA-SRC-003" in listed.output

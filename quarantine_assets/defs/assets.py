@@ -83,6 +83,7 @@ def _split_metadata(action: DataQualityAction, report: SplitReport) -> dict:
         "rows_validated": report.rows_validated,
         "rows_quarantined": report.rows_quarantined,
         "rows_dropped": report.rows_dropped,
+        "files_set_aside": len(report.files_set_aside),
         # A float per materialization: the UI plots the reject rate over time.
         "reject_rate": round(reject_rate(report), 4),
     }

@@ -3,9 +3,9 @@
 from datetime import timedelta
 from typing import Optional
 
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue
 
-from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.config.models import DataQualityAction, FileSource
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds
 from quarantine_assets.engine.recycled import RecycleReport
@@ -16,6 +16,7 @@ REJECT_RATE = "reject_rate"
 OLDEST_QUARANTINED = "oldest_quarantined_age"
 OUTBOX_KEYS_UNIQUE = "outbox_keys_unique"
 RECYCLED_LANDS_ONCE = "recycled_lands_once"
+SOURCE_FILES_READ = "source_files_read"
 TOP_REASONS = 3
 
 
@@ -47,7 +48,18 @@ def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
             asset=inbox,
             description="Age of the oldest row still quarantined: the metric that catches a DLQ nobody reads.",
         ),
-    ]
+    ] + (
+        [
+            AssetCheckSpec(
+                SOURCE_FILES_READ,
+                asset=inbox,
+                description="Every source file of the run could be read; those that could not are set aside whole "
+                "(`quarantine-assets files`), to be redriven once fixed.",
+            )
+        ]
+        if isinstance(action.source, FileSource)
+        else []
+    )
 
 
 def split_check_results(
@@ -94,7 +106,22 @@ def split_check_results(
                 "warn_above_hours": thresholds.oldest_quarantined_warn_hours,
             },
         ),
-    ]
+    ] + (
+        [
+            AssetCheckResult(
+                asset_key=inbox,
+                check_name=SOURCE_FILES_READ,
+                passed=not report.files_set_aside,
+                severity=AssetCheckSeverity.WARN,
+                metadata={
+                    "files_set_aside": len(report.files_set_aside),
+                    "files": MetadataValue.json(report.files_set_aside),
+                },
+            )
+        ]
+        if isinstance(action.source, FileSource)
+        else []
+    )
 
 
 def outbox_check_spec(action: DataQualityAction) -> AssetCheckSpec:

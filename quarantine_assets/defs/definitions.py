@@ -17,6 +17,7 @@ from quarantine_assets.config.models import Project
 from quarantine_assets.defs.alerts import alert_sensor, run_failure_alerts
 from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
 from quarantine_assets.defs.erasure_job import forget_job
+from quarantine_assets.defs.file_redrive_job import redrive_file_job
 from quarantine_assets.defs.operator_job import operator_job
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.defs.retention_job import purge_job, purge_schedule
@@ -48,6 +49,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
             define_asset_job(TABLE_CHECKS_JOB, selection=AssetSelection.checks(*table_checks)),
             operator_job(quarantined),
             forget_job(quarantined),
+            redrive_file_job(quarantined),
             *([purge] if purge else []),
         ],
         schedules=[purge_schedule(purge)] if purge else [],

@@ -170,6 +170,7 @@ def split_batch(
         held = append_to_dlq_table(spark, records, warehouse, quarantine.dlq_table, writer, batch_id)
     _refuse_unaccounted(action, batch_id, counts.rows, rows_validated, held)
     stage.remove()
+    set_aside = files.set_aside if files else set()
     return SplitReport(
         batches=1,
         rows_read=counts.rows,
@@ -178,8 +179,8 @@ def split_batch(
         rows_held_in_inbox=held,
         failures_per_rule=Counter(counts.failures_per_rule),
         parse_errors=Counter({code: count for code, count in counts.parse_errors.items() if count}),
-        warnings=_added_warnings(action, added),
-        files_set_aside=sorted(files.set_aside) if files else [],
+        warnings=_added_warnings(action, added) + [_set_aside_warning(file) for file in sorted(set_aside)],
+        files_set_aside=sorted(set_aside),
     )
 
 
@@ -232,6 +233,13 @@ def _append_validated(
 
 def _added_warnings(action: DataQualityAction, added: list[str]) -> list[str]:
     return [f"source columns {added} were added to validated table {action.target_table}"] if added else []
+
+
+def _set_aside_warning(file: str) -> str:
+    return (
+        f"source file {file} could not be read and was set aside whole (`quarantine-assets files` says why); "
+        f"fix or replace it under the same name, then `quarantine-assets redrive-file '{file}'`"
+    )
 
 
 def _validated_earlier(warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int) -> int | None:
