@@ -536,7 +536,9 @@ def redrive_set_aside_file(
     for redriven in redrive_file(workspace.spark, actions, workspace.warehouse, path, by or getpass.getuser()):
         console.print(
             f"{redriven.file}: {redriven.rows_validated} row(s) validated, {redriven.rows_quarantined} quarantined "
-            f"({redriven.source_table})"
+            f"({redriven.source_table})",
+            markup=False,
+            soft_wrap=True,
         )
 
 

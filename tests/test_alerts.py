@@ -7,12 +7,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from builders import ORDERS_SCHEMA, orders_action
 from dagster import DagsterEventType, build_run_status_sensor_context, build_sensor_context
 from graph_driver import Loop
 
+from quarantine_assets.config.models import FileSource
 from quarantine_assets.defs.alerts import RUN_FAILURE_SENSOR
 from quarantine_assets.defs.definitions import SPLIT_JOB
 from quarantine_assets.defs.resources import AlertWebhook, HealthThresholds, default_resources
+from quarantine_assets.engine.file_redrive import redrive_file
+from quarantine_assets.engine.split import run_split
 
 
 @pytest.fixture
@@ -96,3 +100,33 @@ def test_a_failed_run_is_posted_with_its_coded_error(spark, warehouse, tmp_path,
     (alert,) = received
     assert alert["kind"] == "run_failure" and SPLIT_JOB in alert["message"] and failed.run_id in alert["message"]
     assert "QA-DQ-004" in alert["message"]  # the batch over its reject limit, as the step failed
+
+
+def test_a_source_file_set_aside_is_posted_once_and_not_again_once_redriven(spark, warehouse, tmp_path, webhook):
+    url, received = webhook
+    loop = Loop(spark, warehouse, tmp_path)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "b.csv").write_text("x,y,z,w\n1,1,1.5,EUR\n")
+    source = FileSource(path=str(landing), format="csv", options={"header": "true"}, schema_ddl=ORDERS_SCHEMA)
+    files_action = orders_action(name="dq_files", source_table="demo.bronze.files").model_copy(
+        update={"source": source}
+    )
+    cursor = _tick(loop, None, url)
+
+    run_split(spark, files_action, warehouse, "run-1")
+    cursor = _tick(loop, cursor, url)
+
+    (alert,) = received
+    assert (alert["kind"], alert["source_table"], alert["reason"]) == (
+        "file_set_aside",
+        "demo.bronze.files",
+        "QA-SRC-003",
+    )
+    assert "b.csv" in alert["message"]
+    received.clear()
+    assert _tick(loop, cursor, url) == cursor and received == []
+    (landing / "b.csv").write_text("row_no,order_id,amount,currency\n1,1,1.5,EUR\n")
+    redrive_file(spark, [files_action], warehouse, str(landing / "b.csv"), "ops")
+    _tick(loop, cursor, url)
+    assert received == []

@@ -17,24 +17,33 @@ from dagster import (
 )
 from deltalake.exceptions import TableNotFoundError
 
-from quarantine_assets.config.models import DataQualityAction, metrics_table
+from quarantine_assets.config.models import DataQualityAction, files_table, metrics_table
 from quarantine_assets.defs.resources import WEBHOOK_VARIABLE, AlertWebhook, HealthThresholds, WarehouseResource
 from quarantine_assets.defs.sensors import TICK_SECONDS, sensor_default_status
-from quarantine_assets.engine.alerts import Alert, AlertCursor, backlog_alerts, first_cursor, inbox_alerts
+from quarantine_assets.engine.alerts import (
+    Alert,
+    AlertCursor,
+    backlog_alerts,
+    file_alerts,
+    first_cursor,
+    inbox_alerts,
+)
 
 RUN_FAILURE_SENSOR = "dlq_run_failure_alerts"
 
 
 def alert_sensor(dlq_table: str, actions: list[DataQualityAction]) -> SensorDefinition:
-    """Notices, once each: a reason never seen before for a source, rows reaching `exhausted`, and a source whose
-    oldest quarantined row is older than `oldest_quarantined_warn_hours` (as its latest metrics row says)."""
+    """Notices, once each: a reason never seen before for a source, rows reaching `exhausted`, a source file set
+    aside whole, and a source whose oldest quarantined row is older than `oldest_quarantined_warn_hours` (as its
+    latest metrics row says)."""
     sources = sorted(action.quarantine.source_table for action in actions)
 
     @sensor(
         name=f"{dlq_table.replace('.', '_')}_alerts",
         minimum_interval_seconds=TICK_SECONDS,
         default_status=sensor_default_status(),
-        description=f"Posts to the alert webhook what is new in {dlq_table}: reasons, exhausted rows, stale backlogs.",
+        description=f"Posts to the alert webhook what is new in {dlq_table}: reasons, exhausted rows, files set aside, "
+        "stale backlogs.",
     )
     def alerts(
         context: SensorEvaluationContext,
@@ -54,6 +63,12 @@ def alert_sensor(dlq_table: str, actions: list[DataQualityAction]) -> SensorDefi
             metrics = None
         cursor = AlertCursor.model_validate_json(context.cursor) if context.cursor else first_cursor(inbox, metrics)
         found, cursor = inbox_alerts(inbox, dlq_table, cursor)
+        try:
+            files = warehouse.table(files_table(dlq_table)).load()
+        except TableNotFoundError:
+            files = None
+        set_aside, cursor = file_alerts(files, dlq_table, cursor)
+        found += set_aside
         if metrics is not None:
             limit = thresholds.oldest_quarantined_warn_hours * 3600
             stale, cursor = backlog_alerts(metrics, dlq_table, {source: limit for source in sources}, cursor)

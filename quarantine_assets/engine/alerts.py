@@ -12,17 +12,18 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pydantic import BaseModel
 
-from quarantine_assets.engine.statuses import EXHAUSTED, POST_IMAGES
+from quarantine_assets.engine.statuses import EXHAUSTED, POST_IMAGES, QUARANTINED
 
 NEW_REASON = "new_reason"
 EXHAUSTED_ROWS = "exhausted_rows"
 STALE_BACKLOG = "stale_backlog"
 CHANGES_REMOVED = "changes_removed"
+FILE_SET_ASIDE = "file_set_aside"
 
 
 @dataclass(frozen=True)
 class Alert:
-    kind: str  # NEW_REASON, EXHAUSTED_ROWS, STALE_BACKLOG or CHANGES_REMOVED
+    kind: str  # NEW_REASON, EXHAUSTED_ROWS, STALE_BACKLOG, CHANGES_REMOVED or FILE_SET_ASIDE
     dlq_table: str
     source_table: str | None
     message: str
@@ -41,11 +42,13 @@ class Alert:
 
 
 class AlertCursor(BaseModel):
-    """The inbox version read up to, the reasons seen per source, and the sources whose backlog is stale now."""
+    """The inbox version read up to, the reasons seen per source, the sources whose backlog is stale now, and the
+    keys of the files set aside and not yet redriven (None until the sensor first looks: those are not news)."""
 
     version: int
     seen: dict[str, list[str]]
     stale: list[str] = []
+    files: list[str] | None = None
 
 
 def first_cursor(inbox: DeltaTable, metrics: DeltaTable | None) -> AlertCursor:
@@ -126,6 +129,24 @@ def backlog_alerts(
             )
             alerts.append(Alert(STALE_BACKLOG, dlq_table, source, message, 0))
     return alerts, cursor.model_copy(update={"stale": stale})
+
+
+def file_alerts(files: DeltaTable | None, dlq_table: str, cursor: AlertCursor) -> tuple[list[Alert], AlertCursor]:
+    """Each source file set aside whole since the cursor, once; a sensor's first look takes those there as seen."""
+    records = [] if files is None else files.to_pyarrow_table().to_pylist()
+    waiting = {record["_dlq_sk"]: record for record in records if record["_dlq_status"] == QUARANTINED}
+    alerts = []
+    for key, record in sorted(waiting.items()):
+        if cursor.files is None or key in cursor.files:
+            continue
+        error = record["_dlq_errors"][0]
+        message = (
+            f"{record['_dlq_source_table']}: source file {record['_dlq_source_file']} could not be read "
+            f"({error['code']}: {error['message']}) and was set aside whole in {dlq_table}; fix or replace it, then "
+            "redrive-file it"
+        )
+        alerts.append(Alert(FILE_SET_ASIDE, dlq_table, record["_dlq_source_table"], message, 0, error["code"]))
+    return alerts, cursor.model_copy(update={"files": sorted(waiting)})
 
 
 def _reason_column(inbox: DeltaTable) -> str:
