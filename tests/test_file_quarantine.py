@@ -19,7 +19,7 @@ from quarantine_assets.config.models import FileSource, Project
 from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.file_redrive_job import REDRIVE_FILE_JOB
 from quarantine_assets.defs.resources import default_resources
-from quarantine_assets.engine import file_quarantine, split
+from quarantine_assets.engine import file_quarantine, file_redrive, split
 from quarantine_assets.engine.file_quarantine import set_aside_files
 from quarantine_assets.engine.file_redrive import redrive_file
 from quarantine_assets.engine.split import run_split
@@ -123,9 +123,12 @@ def test_a_redriven_file_lands_once_and_cannot_be_redriven_twice(spark, warehous
     assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1, 2: 1})
 
 
-@pytest.mark.parametrize("killed_at", ["append_to_dlq_table", "_append_validated"])
+@pytest.mark.parametrize(
+    ("module", "killed_at"),
+    [(split, "_append_validated"), (split, "append_to_dlq_table"), (file_redrive, "merge_into")],
+)
 def test_a_redrive_killed_between_its_commits_is_finished_by_the_same_command(
-    spark, warehouse, landing, monkeypatch, killed_at
+    spark, warehouse, landing, monkeypatch, module, killed_at
 ):
     (landing / "b.csv").write_text(csv_text(1, header="x,y,z,w") + "2,2,x,EUR\n")
     action = file_action(landing)
@@ -133,7 +136,7 @@ def test_a_redrive_killed_between_its_commits_is_finished_by_the_same_command(
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     run_split(spark, action, warehouse, "run-1")
     (landing / "b.csv").write_text(csv_text(1) + "2,2,x,EUR\n")
-    kill_once(monkeypatch, split, killed_at)
+    kill_once(monkeypatch, module, killed_at)
 
     with pytest.raises(Killed):
         redrive_file(spark, project, warehouse, str(landing / "b.csv"), "ops")
@@ -141,6 +144,11 @@ def test_a_redrive_killed_between_its_commits_is_finished_by_the_same_command(
 
     assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1})
     assert inbox_rows(spark, warehouse, action) == Counter({2: 1})
+    (record,) = records(warehouse, action)
+    assert record["_dlq_status"] == "redriven" and dict(record["_dlq_redriven_rows"]) == {
+        "validated": 1,
+        "quarantined": 1,
+    }
 
 
 def test_a_batch_rerun_after_a_kill_keeps_its_file_set_aside_even_once_fixed(spark, warehouse, landing, monkeypatch):

@@ -20,7 +20,11 @@ def test_every_step_appends_what_it_did_and_the_backlog_after_it_once(spark, war
     table = warehouse.path(metrics_table(loop.action.quarantine.dlq_table))
     rows = spark.read.format("delta").load(table).orderBy("recorded_at").collect()
     assert [(row["step"], row["rows"], row["backlog"]) for row in rows] == [
-        ("split", {"read": 3, "validated": 1, "quarantined": 2, "dropped": 0}, {"quarantined": 2}),
+        (
+            "split",
+            {"read": 3, "validated": 1, "quarantined": 2, "dropped": 0, "files_set_aside": 0},
+            {"quarantined": 2},
+        ),
         ("outbox", {"sent": 1}, {"quarantined": 1, "recycled": 1}),
         (
             "recycled",

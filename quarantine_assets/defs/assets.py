@@ -167,6 +167,7 @@ def split_asset(action: DataQualityAction):
                     "validated": report.rows_validated,
                     "quarantined": report.rows_quarantined,
                     "dropped": report.rows_dropped,
+                    "files_set_aside": len(report.files_set_aside),
                 },
                 report.failures_per_rule,
                 report.failures_by_reason(),
