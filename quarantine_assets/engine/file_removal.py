@@ -27,15 +27,14 @@ from quarantine_assets import codes
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.delta_log import files_by_version
 from quarantine_assets.engine.payload_types import PAYLOAD
-from quarantine_assets.engine.tables import Warehouse, is_url, table_reference
+from quarantine_assets.engine.tables import CHECKPOINTS, CLUSTERING_COLUMN, Warehouse, is_url, table_reference
 from quarantine_assets.errors import OperatorError
 
 KEY = "_dlq_sk"
-SOURCE = "_dlq_source_table"
+SOURCE = CLUSTERING_COLUMN
 # What every data and change-data file of a DLQ table holds, whatever columns were added since it was written.
 FILE_COLUMNS = f"{KEY} STRING, {SOURCE} STRING, {PAYLOAD} VARIANT"
 _FILE = "_file"
-CHECKPOINTS = "_checkpoints"
 COLUMN_MAPPING = "delta.columnMapping.mode"
 
 # The rows to remove among the rows of a DLQ table or of its files, given with the other columns to keep.

@@ -128,6 +128,7 @@ STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 # Text from the source (a malformed record's, its file's name) or from people (reasons, user names).
 FREE_TEXT_COLUMNS = ("_dlq_rescued_data", "_dlq_source_file", "_dlq_reason", "_dlq_updated_by", "_dlq_resolved_by")
 CLUSTERING_COLUMN = "_dlq_source_table"
+CHECKPOINTS = "_checkpoints"  # every stream's checkpoint, under the warehouse root
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableRowTracking": "true",
@@ -245,7 +246,7 @@ def table_reference(path: str) -> str:
 
 def checkpoint_folder(action_key: str, stream: str) -> str:
     """A stream's checkpoint, relative to the warehouse root."""
-    return f"_checkpoints/{action_key}/{stream}"
+    return f"{CHECKPOINTS}/{action_key}/{stream}"
 
 
 def is_url(location: str) -> bool:
