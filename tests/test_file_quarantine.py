@@ -270,3 +270,26 @@ def test_dlq_tables_made_from_the_seeds_ddl_get_their_files_table_on_the_first_f
     assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1, 2: 1})
     (record,) = records(warehouse, action)
     assert record["_dlq_status"] == "redriven"
+
+
+def test_a_file_gone_between_its_listing_and_its_read_is_set_aside_not_skipped(spark, warehouse, landing, monkeypatch):
+    """Spark would skip it (ignoreMissingFiles), and its rows would be in neither table, without a word."""
+    (landing / "a.csv").write_text(csv_text(1))
+    (landing / "b.csv").write_text(csv_text(2))
+    action = file_action(landing)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    listed = split.FileBatch.of
+
+    def listed_then_gone(*args):
+        batch = listed(*args)
+        (landing / "b.csv").unlink()
+        return batch
+
+    monkeypatch.setattr(split.FileBatch, "of", listed_then_gone)
+
+    run_split(spark, action, warehouse, "run-1")
+
+    assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1})
+    (record,) = records(warehouse, action)
+    assert record["_dlq_source_file"].endswith("/b.csv") and record["_dlq_errors"][0]["code"] == "QA-SRC-004"
+    assert record["_dlq_file_size"] is None

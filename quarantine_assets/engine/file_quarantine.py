@@ -81,7 +81,8 @@ class FileBatch:
         if not readable:
             return spark.createDataFrame([], streamed.schema)
         rows = with_view_columns(
-            read_source_files(spark, self.action.source, readable), self.action.operational_metadata
+            read_source_files(spark, self.action.source, readable, skip_missing_files=self.action.quarantine is None),
+            self.action.operational_metadata,
         )
         return rows.select(*[quote(column) for column in streamed.columns])
 

@@ -38,10 +38,14 @@ PINNED_SCHEMA = "_quarantine_assets_schema.json"
 _GLOB_CHARACTERS = re.compile(r"[\\{}\[\]*?]")
 
 
-def read_source_stream(spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse) -> DataFrame:
+def read_source_stream(
+    spark: SparkSession, source: FileSource | DeltaSource, warehouse: Warehouse, *, skip_missing_files: bool = False
+) -> DataFrame:
+    """`skip_missing_files`: a file source's file gone between its listing and its read is skipped, as Spark can;
+    else its read fails, naming the file, for the split to set it aside (where there is a DLQ to hold the record)."""
     if isinstance(source, DeltaSource):
         return spark.readStream.format("delta").options(**source.options).load(warehouse.path(source.table))
-    return _read_file_stream(spark, source)
+    return _with_file_columns(_file_reader(spark.readStream, spark, source, skip_missing_files).load(source.path))
 
 
 def with_source_position(rows: DataFrame) -> DataFrame:
@@ -107,15 +111,13 @@ def rules_against_sources(spark: SparkSession, project: Project, warehouse: Ware
     return list(dict.fromkeys(problems))
 
 
-def _read_file_stream(spark: SparkSession, source: FileSource) -> DataFrame:
-    return _with_file_columns(_file_reader(spark.readStream, spark, source).load(source.path))
-
-
-def read_source_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
+def read_source_files(
+    spark: SparkSession, source: FileSource, files: list[str], *, skip_missing_files: bool = False
+) -> DataFrame:
     """The rows of some files of a file source (URIs as its stream's log names them), read as its stream reads
     them. Each file is named as a glob that matches itself alone: Spark's reader of a list of paths with
     globbing off reads the other files again once per name that looks like a glob (SPARK-58518)."""
-    reader = _file_reader(spark.read, spark, source)
+    reader = _file_reader(spark.read, spark, source, skip_missing_files)
     if not _is_glob(source.path):
         reader = reader.option("basePath", source.path)  # partition columns from key=value folders, as the stream
     return _with_file_columns(reader.load([as_glob(file) for file in files]))
@@ -135,11 +137,14 @@ def as_glob(file: str) -> str:
     return _GLOB_CHARACTERS.sub(r"\\\g<0>", unquote(file))
 
 
-def _file_reader(read: DataStreamReader | DataFrameReader, spark: SparkSession, source: FileSource):
+def _file_reader(
+    read: DataStreamReader | DataFrameReader, spark: SparkSession, source: FileSource, skip_missing_files: bool
+):
     """Rows that do not parse keep their raw text in `_rescued_data`, so they reach the DLQ, not the void."""
     schema = file_schema(spark, source)
     # Spark matches CSV values to columns by position; checking the header sets aside a file whose columns moved.
-    defaults = {"ignoreMissingFiles": "true"} | ({"enforceSchema": "false"} if source.format == "csv" else {})
+    defaults = {"ignoreMissingFiles": str(skip_missing_files).lower()}
+    defaults |= {"enforceSchema": "false"} if source.format == "csv" else {}
     reader = read.format(source.format).options(**(defaults | source.options))
     if source.format in RESCUING_FORMATS:
         if RESCUED_DATA not in schema.fieldNames():

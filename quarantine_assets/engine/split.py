@@ -357,7 +357,8 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
             files=files,
         )
 
-    source_rows = read_source_stream(spark, action.source, warehouse)
+    # Without a DLQ to set a file aside in, a file gone since its listing is skipped, as a file moved out is.
+    source_rows = read_source_stream(spark, action.source, warehouse, skip_missing_files=action.quarantine is None)
     sensitive = action.quarantine is not None and bool(action.quarantine.sensitive_columns)
     parsing = record_parsing(action.source, source_rows.schema, shows_values=not sensitive)
     stream = with_view_columns(source_rows, action.operational_metadata)
