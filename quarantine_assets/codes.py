@@ -96,7 +96,9 @@ SPLIT_CHECKPOINT_LOST = _code(
     "the split's checkpoint is gone while the validated table holds batches it committed; nothing was written",
 )
 CSV_HEADER_MISMATCH = _code(
-    "QA-SRC-003", "a CSV file's header does not name the source's columns in order; the file is set aside whole"
+    "QA-SRC-003",
+    "a CSV file's header does not name the source's columns in order; the file is set aside whole (in dqe mode, "
+    "nothing of its batch was written)",
 )
 SOURCE_FILE_UNREADABLE = _code(
     "QA-SRC-004",
