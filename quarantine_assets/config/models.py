@@ -21,7 +21,7 @@ REDACTION_METHODS = ("mask", "sha256")
 
 
 def outbox_table(dlq_table: str) -> str:
-    """The outbox is never configured: seed 000 derives its name from the inbox's."""
+    """The outbox is never configured: the reference derives its name from the inbox's."""
     return dlq_table + OUTBOX_SUFFIX
 
 

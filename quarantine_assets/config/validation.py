@@ -1,4 +1,4 @@
-"""The rules a pipeline config must follow (seed 000 and ours), each reported as a coded Problem.
+"""The rules a pipeline config must follow (the reference's and ours), each reported as a coded Problem.
 
 Checks on one action run on substituted YAML before any model is built; checks across the project run on
 each action's Footprint, so they still report when some other part of an action is broken.

@@ -1,4 +1,4 @@
-"""The columns a DLQ really has. Seed 000's seven inbox columns are enough: every writer adapts to what
+"""The columns a DLQ really has. The reference's seven inbox columns are enough: every writer adapts to what
 is there, and says what is lost without the context columns it would otherwise write."""
 
 from __future__ import annotations

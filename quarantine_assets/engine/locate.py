@@ -46,7 +46,8 @@ class RecordLocation:
 
 def record_location(row: dict, source: FileSource | DeltaSource) -> RecordLocation | None:
     """Where an inbox row's record is, from its context columns: a file's line, or a Delta source's row at
-    a version. None where the DLQ lacks those columns or the row has none (a seed-DDL table)."""
+    a version. None where the DLQ lacks those columns (a table made from Lakehouse Plumber's DDL) or the row
+    has none."""
     position, file_url = row.get(SOURCE_POSITION), row.get(SOURCE_FILE)
     if not position or not file_url:
         return None

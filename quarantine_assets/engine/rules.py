@@ -79,7 +79,7 @@ def with_failed_rules(
     parse_reason: tuple[Column, Column] | None = None,
     outcomes: Mapping[str, Column] | None = None,
 ) -> DataFrame:
-    """The failed rules as seed 000 declares them, and beside them each failure's type, code and message.
+    """The failed rules as the reference declares them, and beside them each failure's type, code and message.
     `outcomes`: the rules as judged before, so that they are not evaluated again."""
     judged = rules if outcomes is not None else applicable_rules(rules, rows.columns)
     failed = rows.withColumn(FAILED_RULES, failed_rules_column(judged, outcomes))

@@ -92,7 +92,7 @@ def spark_config(master: str | None = None, warehouse: Warehouse | None = None) 
             "spark.app.name": "quarantine_assets",
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            # Seed 000's DDL has no USING clause: on Databricks every table is Delta, so here too.
+            # Lakehouse Plumber's DDL has no USING clause: on Databricks every table is Delta, so here too.
             "spark.sql.sources.default": "delta",
             # A rule must never fail a batch: a value that does not convert (`'n/a' >= 0` on a text column)
             # makes the rule NULL, which sends the row to the DLQ, instead of raising for the whole batch.

@@ -17,7 +17,7 @@ from quarantine_assets.config.models import claims_table, files_table, metrics_t
 if TYPE_CHECKING:  # no pyspark at import: the delta-rs checks and sensors share this module
     from pyspark.sql import SparkSession
 
-# The reference's columns, verbatim (seed 000), then ours: the context seeds 001/002 ask for.
+# The reference's columns, verbatim (Lakehouse Plumber's DDL), then ours: the context a quarantine record must carry.
 INBOX_CORE_COLUMNS = {
     "_dlq_sk": "STRING NOT NULL",
     "_dlq_source_table": "STRING NOT NULL",
@@ -57,7 +57,7 @@ OUTBOX_CONTEXT_COLUMNS = {
     "_dlq_action": "STRING",
     "_dlq_fixed_at": "TIMESTAMP",  # the inbox image sent: its _dlq_updated_at, set by the operator's last fix
 }
-# What a DLQ lacking a context column loses (a table created from seed 000's DDL lacks them all).
+# What a DLQ lacking a context column loses (a table created from Lakehouse Plumber's DDL lacks them all).
 # Nothing fails without them; the schema check and every run say what is lost, and
 # `quarantine-assets upgrade-tables` adds them in place.
 INBOX_CONTEXT_LOSSES = {
@@ -256,7 +256,8 @@ def is_url(location: str) -> bool:
 
 
 def _ddl(path: str, columns: dict[str, str], properties: dict[str, str], core: bool) -> str:
-    """`core`: seed 000's statement as it stands, without `USING DELTA`: our sessions make Delta the default."""
+    """`core`: Lakehouse Plumber's statement as it stands, without `USING DELTA` (our sessions make Delta the
+    default)."""
     column_lines = ",\n".join(f"  {name} {sql_type}" for name, sql_type in columns.items())
     properties = properties if core else properties | {STATS_COLUMNS_PROPERTY: ",".join(stats_columns(columns))}
     property_lines = ",\n".join(f"  '{key}' = '{value}'" for key, value in properties.items())
