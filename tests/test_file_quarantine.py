@@ -293,3 +293,20 @@ def test_a_file_gone_between_its_listing_and_its_read_is_set_aside_not_skipped(s
     (record,) = records(warehouse, action)
     assert record["_dlq_source_file"].endswith("/b.csv") and record["_dlq_errors"][0]["code"] == "QA-SRC-004"
     assert record["_dlq_file_size"] is None
+
+
+def test_a_batch_read_by_name_keeps_the_partition_columns_of_its_folders(spark, warehouse, landing):
+    (landing / "region=eu").mkdir()
+    (landing / "region=us").mkdir()
+    (landing / "region=eu" / "a[1].csv").write_text(csv_text(1))
+    (landing / "region=us" / "b.csv").write_text(csv_text(2))
+    (landing / "region=us" / "c.csv").write_text(csv_text(3, header="x,y,z,w"))
+    action = file_action(landing)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+
+    run_split(spark, action, warehouse, "run-1")
+
+    validated = spark.read.format("delta").load(warehouse.path(action.target_table))
+    assert sorted((row["row_no"], row["region"]) for row in validated.collect()) == [(1, "eu"), (2, "us")]
+    (record,) = records(warehouse, action)
+    assert record["_dlq_source_file"].endswith("region=us/c.csv")
