@@ -646,6 +646,8 @@ def purge(
         table.add_row(report.source_table, f"{report.cutoff:%Y-%m-%d %H:%M:%S} UTC", *counts, str(report.rows))
         console.print(
             f"{'would delete' if dry_run else 'deleted'} {report.rows} resolved row(s) of {report.source_table}"
+            + (f" and {report.file_records} record(s) of redriven files" if report.file_records else ""),
+            markup=False,
         )
         if report.files is not None:
             _print_file_removal(report.files.files_removed, report.files.files_pending, dry_run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.engine import file_quarantine, file_redrive, split
 from quarantine_assets.engine.file_quarantine import set_aside_files
 from quarantine_assets.engine.file_redrive import redrive_file
+from quarantine_assets.engine.retention import purge_resolved
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import QuarantineError
@@ -310,3 +312,20 @@ def test_a_batch_read_by_name_keeps_the_partition_columns_of_its_folders(spark, 
     assert sorted((row["row_no"], row["region"]) for row in validated.collect()) == [(1, "eu"), (2, "us")]
     (record,) = records(warehouse, action)
     assert record["_dlq_source_file"].endswith("region=us/c.csv")
+
+
+def test_the_purge_deletes_records_of_redriven_files_and_keeps_those_still_waiting(spark, warehouse, landing):
+    (landing / "b.csv").write_text(csv_text(1, header="x,y,z,w"))
+    (landing / "c.csv").write_text(csv_text(2, header="x,y,z,w"))
+    action = file_action(landing)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    run_split(spark, action, warehouse, "run-1")
+    (landing / "b.csv").write_text(csv_text(1))
+    redrive_file(spark, [action], warehouse, str(landing / "b.csv"), "ops")
+
+    dry = purge_resolved(spark, warehouse, action, timedelta(0), dry_run=True, by="ops")
+    purged = purge_resolved(spark, warehouse, action, timedelta(0), dry_run=False, by="ops")
+
+    assert (dry.file_records, purged.file_records) == (1, 1)
+    (waiting,) = records(warehouse, action)
+    assert waiting["_dlq_source_file"].endswith("/c.csv") and waiting["_dlq_status"] == "quarantined"

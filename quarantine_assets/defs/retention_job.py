@@ -40,6 +40,7 @@ def purge_metadata(report: PurgeReport) -> dict:
     return {
         "rows_purged": report.rows,
         "rows_purged_by_status": MetadataValue.json(report.rows_by_status),
+        "file_records_purged": report.file_records,
         "resolved_before": MetadataValue.timestamp(report.cutoff),
         "dry_run": report.dry_run,
     } | (file_removal_metadata(files.files_removed, files.files_pending) if files else {})

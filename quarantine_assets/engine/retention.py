@@ -14,10 +14,11 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.config.models import DataQualityAction, files_table
 from quarantine_assets.engine.claims import before_writing
 from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
+from quarantine_assets.engine.file_quarantine import REDRIVEN
 from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, readable_table_id, remove_files_holding
 from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
 from quarantine_assets.engine.table_health import require_healthy_dlq
@@ -35,6 +36,7 @@ class PurgeReport:
     rows_by_status: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     files: FileRemoval | None = None  # with `physically`
+    file_records: int = 0  # records of source files redriven before the cutoff (see `file_quarantine`)
 
     @property
     def rows(self) -> int:
@@ -68,7 +70,28 @@ def purge_resolved(
     if rows_by_status and not dry_run:
         retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
     files = _remove_files_of_deleted_rows(spark, warehouse, action, dry_run=dry_run) if physically else None
-    return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, _warnings(columns, quarantine), files)
+    file_records = _purge_redriven_file_records(spark, warehouse, action, cutoff, dry_run=dry_run)
+    warnings = _warnings(columns, quarantine)
+    return PurgeReport(quarantine.source_table, cutoff, dry_run, rows_by_status, warnings, files, file_records)
+
+
+def _purge_redriven_file_records(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, cutoff: datetime, *, dry_run: bool
+) -> int:
+    """A set-aside file's record is resolved once redriven: it goes with the source's resolved rows. One still
+    waiting for its redrive stays, whatever its age."""
+    table = files_table(action.quarantine.dlq_table)
+    if not warehouse.is_delta_table(table):
+        return 0
+    condition = (
+        f"_dlq_source_table = '{action.quarantine.source_table}' AND _dlq_status = '{REDRIVEN}' "
+        f"AND _dlq_resolved_at < {_timestamp(cutoff)}"
+    )
+    path = warehouse.path(table)
+    records = spark.read.format("delta").load(path).where(condition).count()
+    if records and not dry_run:
+        retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
+    return records
 
 
 def _remove_files_of_deleted_rows(
@@ -93,11 +116,15 @@ def resolved_before(columns: DlqColumns, cutoff: datetime) -> str:
     # Rows closed before a column was added (`upgrade-tables`) have no value there: the next time stands in.
     times = [name for name in (RESOLVED_AT, UPDATED_AT) if name in columns.inbox]
     closed_at = f"coalesce({', '.join([*times, '_dlq_timestamp'])})"
-    before = f"TIMESTAMP'{cutoff.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S.%f}Z'"
+    before = _timestamp(cutoff)
     resolved = f"_dlq_status IN ('{DISCARDED}', '{EXHAUSTED}') AND {closed_at} < {before}"
     if RESOLVED_AT in columns.inbox:
         resolved = f"({resolved}) OR (_dlq_status = '{RECYCLED}' AND {RESOLVED_AT} < {before})"
     return resolved
+
+
+def _timestamp(instant: datetime) -> str:
+    return f"TIMESTAMP'{instant.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S.%f}Z'"
 
 
 def _warnings(columns: DlqColumns, quarantine) -> list[str]:
