@@ -55,6 +55,11 @@ def inbox_rows(spark, warehouse, action) -> Counter:
     return Counter(row["_row_data"].toPython()["row_no"] for row in inbox.collect())
 
 
+def fixed_and_redriven(spark, warehouse, action, file: Path, text: str):
+    file.write_text(text)
+    return redrive_file(spark, [action], warehouse, str(file), "ops")
+
+
 def records(warehouse, action) -> list[dict]:
     return set_aside_files(warehouse, [action.quarantine.dlq_table])
 
@@ -266,8 +271,7 @@ def test_dlq_tables_made_from_the_seeds_ddl_get_their_files_table_on_the_first_f
     create_seed_tables(spark, warehouse, action.quarantine.dlq_table)
 
     run_split(spark, action, warehouse, "run-1")
-    (landing / "b.csv").write_text(csv_text(2))
-    redrive_file(spark, [action], warehouse, str(landing / "b.csv"), "ops")
+    fixed_and_redriven(spark, warehouse, action, landing / "b.csv", csv_text(2))
 
     assert rows_of(spark, warehouse, action.target_table) == Counter({1: 1, 2: 1})
     (record,) = records(warehouse, action)
@@ -320,8 +324,7 @@ def test_the_purge_deletes_records_of_redriven_files_and_keeps_those_still_waiti
     action = file_action(landing)
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     run_split(spark, action, warehouse, "run-1")
-    (landing / "b.csv").write_text(csv_text(1))
-    redrive_file(spark, [action], warehouse, str(landing / "b.csv"), "ops")
+    fixed_and_redriven(spark, warehouse, action, landing / "b.csv", csv_text(1))
 
     dry = purge_resolved(spark, warehouse, action, timedelta(0), dry_run=True, by="ops")
     purged = purge_resolved(spark, warehouse, action, timedelta(0), dry_run=False, by="ops")

@@ -53,11 +53,11 @@ _JAVA_PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+(?=[A-Z])")
 class FileBatch:
     """A micro-batch of a file source, as the split reads it: Spark's own read of the batch, unless one of its
     files is set aside, or names a file the way Spark takes for a glob. Then the batch's files are read by name,
-    without those set aside: Spark's read of such a batch reads its other files twice (SPARK-58518)."""
+    without those set aside: Spark's read of such a batch reads its other files again, once per such name
+    (SPARK-58518)."""
 
     action: DataQualityAction
     warehouse: Warehouse
-    stream: str
     stream_id: str
     batch_id: int
     run_id: str
@@ -69,7 +69,7 @@ class FileBatch:
         cls, action: DataQualityAction, warehouse: Warehouse, stream: str, stream_id: str, batch_id: int, run_id: str
     ) -> FileBatch:
         files = batch_files(warehouse, checkpoint_folder(action.key, stream), batch_id)
-        batch = cls(action, warehouse, stream, stream_id, batch_id, run_id, files)
+        batch = cls(action, warehouse, stream_id, batch_id, run_id, files)
         batch.set_aside = batch._recorded() if action.quarantine is not None else set()
         return batch
 
