@@ -43,8 +43,10 @@ def source_owners(warehouse: Warehouse, dlq_table: str, source_table: str) -> se
         columns=[CLUSTERING_COLUMN, OWNER_COLUMN],
         predicate=f"_change_type = 'insert' AND {CLUSTERING_COLUMN} = '{quoted}'",
     )
-    # Nulls dropped before unique(): on string_view columns pyarrow turns a null into "".
-    return set(pc.drop_null(pa.table(changes).column(OWNER_COLUMN)).unique().to_pylist())
+    # delta-rs may hand out string views, which pyarrow's filter (drop_null) cannot take, and whose unique() turns a
+    # null into "": plain strings, nulls dropped.
+    owners = pa.table(changes).column(OWNER_COLUMN).cast(pa.string())
+    return set(pc.drop_null(owners).unique().to_pylist())
 
 
 def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
