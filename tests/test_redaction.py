@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from builders import orders_action
+from file_scan import files_holding_text
 from pyspark.sql import functions as F
 from test_file_sources import write_csv
 
@@ -14,6 +16,7 @@ from quarantine_assets.config.models import FileSource
 from quarantine_assets.engine.operator import fix_rows
 from quarantine_assets.engine.outbox import run_outbox
 from quarantine_assets.engine.recycled import run_recycled
+from quarantine_assets.engine.retention import purge_resolved
 from quarantine_assets.engine.split import run_split
 from quarantine_assets.engine.tables import create_dlq_tables
 from quarantine_assets.errors import ConfigError, OperatorError
@@ -172,3 +175,74 @@ def test_a_fix_whose_sensitive_value_does_not_fit_fails_without_showing_the_valu
     assert row["_dlq_status"] == "quarantined"
     assert "card is not exactly bigint" in row["rules"] and "card is not exactly bigint" in row["errors"]
     assert typed_by_hand not in row["rules"] + row["errors"]
+
+
+@pytest.mark.parametrize("method", ["mask", "sha256"])
+def test_values_a_fix_supplies_are_redacted_once_landed_or_failed_and_purged_from_every_file(spark, warehouse, method):
+    """The values an operator gives back travel in clear only while the row is on its way: once it has landed
+    or failed again its inbox and outbox rows hold them redacted, and `purge --physically` removes the files of
+    their earlier images (the fix's, the change feed's) once the outbox has read them."""
+    action = redacting_action(method)
+    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    rows = [(1, None, 1.0, "EUR", EMAIL, CARD), (2, None, 2.0, "EUR", EMAIL, CARD)]
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
+    run_split(spark, action, warehouse, "split")
+    inbox, outbox = warehouse.path(action.quarantine.dlq_table), warehouse.path(action.quarantine.outbox_table)
+    keys = {
+        row["no"]: row["_dlq_sk"]
+        for row in spark.read.format("delta")
+        .load(inbox)
+        .selectExpr("_dlq_sk", "variant_get(_row_data, '$.row_no', 'int') AS no")
+        .collect()
+    }
+    lands, fails = (
+        {"email": "lands@example.com", "card": "4000000000000002"},
+        {"email": "fails@example.com", "card": "4000000000000010"},
+    )
+    fix_rows(spark, warehouse, action, [keys[1]], set_fields={"order_id": 1, **lands}, by="test")
+    fix_rows(spark, warehouse, action, [keys[2]], set_fields={"order_id": 2, "amount": -2.0, **fails}, by="test")
+    supplied = [*lands.values(), *fails.values()]
+    assert all(files_holding_text(Path(inbox), value) for value in supplied)
+
+    run_outbox(spark, action, warehouse, "outbox")
+    run_recycled(spark, action, warehouse, "recycled")
+
+    validated = spark.read.format("delta").load(warehouse.path(action.target_table)).collect()
+    assert [(row["order_id"], row["email"], row["card"]) for row in validated] == [(1, *lands.values())]
+    hidden = {
+        value: "[redacted]" if method == "mask" else f"sha256:{hashlib.sha256(value.encode()).hexdigest()}"
+        for value in supplied
+    }
+    for table, statuses in ((inbox, {1: "recycled", 2: "quarantined"}), (outbox, {1: None, 2: None})):
+        now = (
+            spark.read.format("delta")
+            .load(table)
+            .selectExpr(
+                "variant_get(_row_data, '$.row_no', 'int') AS no",
+                "_dlq_status" if statuses[1] else "NULL AS _dlq_status",
+                "variant_get(_row_data, '$.email', 'string') AS email",
+                "variant_get(_row_data, '$.card', 'string') AS card",
+            )
+        )
+        assert sorted(tuple(row) for row in now.collect()) == [
+            (1, statuses[1], hidden[lands["email"]], hidden[lands["card"]]),
+            (2, statuses[2], hidden[fails["email"]], hidden[fails["card"]]),
+        ]
+    # A row that failed again is fixed as before, its sensitive values given once more, and lands.
+    fix_rows(spark, warehouse, action, [keys[2]], set_fields={"order_id": 2, "amount": 2.0, **fails}, by="test")
+    run_outbox(spark, action, warehouse, "outbox")
+    run_recycled(spark, action, warehouse, "recycled")
+    validated = spark.read.format("delta").load(warehouse.path(action.target_table)).orderBy("order_id").collect()
+    assert [(row["order_id"], row["email"], row["card"]) for row in validated] == [
+        (1, *lands.values()),
+        (2, *fails.values()),
+    ]
+    # Their earlier images are still on disk until the purge, once the outbox has read the recycle's changes.
+    assert all(files_holding_text(Path(inbox), value) for value in supplied)
+    run_outbox(spark, action, warehouse, "outbox")
+    purged = purge_resolved(spark, warehouse, action, timedelta(days=36500), dry_run=False, by="test", physically=True)
+
+    assert purged.rows == 0 and purged.files.files_removed > 0 and purged.files.files_pending == {}, purged.files
+    for table in (inbox, outbox):
+        assert [value for value in supplied if files_holding_text(Path(table), value)] == [], table
+    assert spark.read.format("delta").load(inbox).where("_dlq_resolved_at IS NOT NULL").count() == 2

@@ -3,7 +3,7 @@ inbox and the outbox, then from every file of those tables that still holds them
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,19 +30,15 @@ class Erasure:
     dry_run: bool
     inbox_rows_by_status: dict[str, int]
     outbox_rows: int
-    files: dict[str, FileRemoval]  # by table
+    files: FileRemoval  # of both tables
 
     @property
     def files_removed(self) -> int:
-        return sum(removal.files_removed for removal in self.files.values())
+        return self.files.files_removed
 
     @property
     def files_pending(self) -> dict[str, int]:
-        pending: dict[str, int] = defaultdict(int)
-        for removal in self.files.values():
-            for stream, count in removal.files_pending.items():
-                pending[stream] += count
-        return dict(pending)
+        return self.files.files_pending
 
 
 def forget_subject(
@@ -80,10 +76,10 @@ def forget_subject(
         on = f"dlq.{SOURCE} = {sql_string(quarantine.source_table)} AND dlq.{KEY} = new.{KEY}"
         for table in (quarantine.inbox_table, quarantine.outbox_table):
             merge_into(warehouse.path(table), erased, on, ["WHEN MATCHED THEN DELETE"])
-    files = {
-        table: remove_files_holding(spark, warehouse, table, subject, dry_run=dry_run)
+    files = FileRemoval.of_tables(
+        remove_files_holding(spark, warehouse, table, subject, dry_run=dry_run)
         for table in (quarantine.inbox_table, quarantine.outbox_table)
-    }
+    )
     return Erasure(
         quarantine.source_table,
         dry_run,

@@ -6,7 +6,8 @@ past the table's retention (7 days by default) removes them with every other unr
 `REORG TABLE ... APPLY (PURGE)` first rewrites the files whose deletion vectors hide rows; then each file that
 no longer belongs to the table and holds one of the rows to remove is deleted, once no stream of the warehouse
 still has to read it (the outbox stream reads the inbox's change feed, the recycled stream the outbox). A file
-a stream has yet to read is pending: once that step has run, the same command again removes it. Only files a
+a stream has yet to read (first named in a version the stream has not reached) is pending: once that step has
+run, the same command again removes it. Only files a
 commit named are touched, so a file a writer has not committed yet is never deleted under it. Time travel to a
 version whose files were removed fails: that is the point.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
@@ -46,6 +47,16 @@ class FileRemoval:
     files_removed: int
     files_pending: dict[str, int] = field(default_factory=dict)  # stream (its checkpoint): files it has yet to read
 
+    @classmethod
+    def of_tables(cls, removals: Iterable[FileRemoval]) -> FileRemoval:
+        """The removals from several tables, added up."""
+        removed, pending = 0, defaultdict(int)
+        for removal in removals:
+            removed += removal.files_removed
+            for stream, count in removal.files_pending.items():
+                pending[stream] += count
+        return cls(removed, dict(pending))
+
 
 def remove_files_holding(
     spark: SparkSession, warehouse: Warehouse, table: str, rows_of: RowsOf, *, dry_run: bool
@@ -67,8 +78,11 @@ def remove_files_holding(
     raw = spark.read.schema(FILE_COLUMNS).parquet(*[f"{path}/{name}" for name in former])
     picked = rows_of(raw.withColumn(_FILE, F.input_file_name()), _FILE)
     holding = {_relative(row[_FILE], path) for row in picked.select(_FILE).distinct().collect()}
+    # A stream reads a file in the version that first names it; a later one that names it again (with a deletion
+    # vector, say) brings no new rows.
+    first_named = {name: version for version, names in sorted(named.items(), reverse=True) for name in names}
     still_read = {
-        stream: holding & set().union(*(names for version, names in named.items() if version >= first))
+        stream: {name for name in holding if first_named[name] >= first}
         for stream, first in streams_reading(warehouse, table_id).items()
     }
     removable = sorted(holding - set().union(*still_read.values()))

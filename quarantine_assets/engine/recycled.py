@@ -18,7 +18,8 @@ from quarantine_assets.engine.inbox import quote
 from quarantine_assets.engine.merge import merge_into, when_matched_update
 from quarantine_assets.engine.operational_metadata import with_table_columns
 from quarantine_assets.engine.outbox import same_attempt
-from quarantine_assets.engine.payload_types import payload_type_failures, sql_string, typed_columns
+from quarantine_assets.engine.payload_types import PAYLOAD, payload_type_failures, sql_string, typed_columns
+from quarantine_assets.engine.redaction import holds_clear_values, redacted_payload
 from quarantine_assets.engine.rules import ERRORS, FAILED_RULES, applicable_rules, error_details, failed_rules_column
 from quarantine_assets.engine.statuses import EXHAUSTED, QUARANTINED, RECYCLED
 from quarantine_assets.engine.streams import run_action_stream, writer_id
@@ -62,7 +63,9 @@ def recycle_batch(
     idempotent on (stream, batch); a second MERGE stamps them landed (`_dlq_resolved_at`). A row is
     never stamped before its append commits, so a purge cannot remove a row that has not landed; a
     row tagged by a landing whose append never committed (a crash, then a reset checkpoint) is tagged
-    again and lands; one whose append did commit is stamped and not appended again.
+    again and lands; one whose append did commit is stamped and not appended again. Where the action has
+    sensitive columns, the first MERGE redacts the values the fix supplied in the inbox row, and a last one
+    in the batch's outbox rows, once nothing of the batch needs them.
     """
     schema = validated_schema(spark, warehouse, action)
     rows = outbox_rows.alias("out").where(F.col("_dlq_source_table") == action.quarantine.source_table)
@@ -98,6 +101,8 @@ def recycle_batch(
                 )
             if columns.stamps_landings:
                 _stamp_landed(spark, inbox_path, outcomes, action, columns)
+            if action.quarantine.sensitive_columns:
+                _redact_outbox_rows(warehouse, judged, action)
         finally:
             outcomes.unpersist()
     return RecycleReport(
@@ -190,11 +195,37 @@ def _settle_in_inbox(
     if columns.stamps_landings:
         # A row a landing tagged passed when it was judged: a re-run of the batch does not judge it again.
         unsettled += f" AND NOT startswith(coalesce(dlq._dlq_updated_by, ''), '{RECYCLED_STREAM}:')"
-    clauses = [when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) > 0", columns.inbox_values(failed_again))]
+    # The sensitive values of the fix: the landing appends them from the outbox's row, not from this one.
+    passed = _supplied_values_redacted(action, "dlq")
     if columns.stamps_landings:
-        tagged = touched | {"_dlq_updated_by": sql_string(landing.tag)}
-        clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0", tagged))
+        passed |= touched | {"_dlq_updated_by": sql_string(landing.tag)}
+    failed_again |= _supplied_values_redacted(action, "dlq")
+    clauses = [when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) > 0", columns.inbox_values(failed_again))]
+    if passed:
+        clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0", passed))
     merge_into(inbox_path, judged, same_attempt("dlq", "new", action.quarantine.source_table, columns), clauses)
+
+
+def _supplied_values_redacted(action: DataQualityAction, alias: str) -> dict[str, str]:
+    """The payload's update that redacts the sensitive values a fix supplied, for an action that has them."""
+    quarantine = action.quarantine
+    if not quarantine.sensitive_columns:
+        return {}
+    return {PAYLOAD: redacted_payload(f"{alias}.{PAYLOAD}", quarantine.sensitive_columns, quarantine.redaction)}
+
+
+def _redact_outbox_rows(warehouse: Warehouse, judged: DataFrame, action: DataQualityAction) -> None:
+    """Once the batch has landed or returned every row, the outbox rows that carried them keep no sensitive value
+    in clear. Last, so that a re-run of the batch still finds the values it lands; a replay redacts nothing twice."""
+    quarantine = action.quarantine
+    sent = judged.select("_dlq_sk", "_dlq_source_table").distinct()
+    in_clear = holds_clear_values(f"dlq.{PAYLOAD}", quarantine.sensitive_columns, quarantine.redaction)
+    merge_into(
+        warehouse.path(quarantine.outbox_table),
+        sent,
+        f"dlq._dlq_source_table = {sql_string(quarantine.source_table)} AND dlq._dlq_sk = new._dlq_sk",
+        [when_matched_update(in_clear, _supplied_values_redacted(action, "dlq"))],
+    )
 
 
 def _landing_outcomes(

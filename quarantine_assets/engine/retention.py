@@ -20,6 +20,8 @@ from quarantine_assets.engine.commits import retry_on_conflict
 from quarantine_assets.engine.dlq_columns import DlqColumns
 from quarantine_assets.engine.file_quarantine import REDRIVEN
 from quarantine_assets.engine.file_removal import KEY, SOURCE, FileRemoval, readable_table_id, remove_files_holding
+from quarantine_assets.engine.payload_types import PAYLOAD
+from quarantine_assets.engine.redaction import holds_clear_values
 from quarantine_assets.engine.statuses import DISCARDED, EXHAUSTED, RECYCLED
 from quarantine_assets.engine.table_health import require_healthy_dlq
 from quarantine_assets.engine.tables import Warehouse, table_reference
@@ -65,8 +67,10 @@ def purge_resolved(
     rows_by_status = {row["_dlq_status"]: row["count"] for row in counted}
     # Resolved rows never reopen and every resolution is stamped after the cutoff, so the DELETE
     # removes exactly the rows counted, also with writers running.
-    if physically:
+    if physically:  # refused before anything is deleted
         readable_table_id(spark, warehouse, quarantine.inbox_table)
+        if quarantine.sensitive_columns:
+            readable_table_id(spark, warehouse, quarantine.outbox_table)
     if rows_by_status and not dry_run:
         retry_on_conflict(lambda: spark.sql(f"DELETE FROM {table_reference(path)} WHERE {condition}"))
     files = _remove_files_of_deleted_rows(spark, warehouse, action, dry_run=dry_run) if physically else None
@@ -99,15 +103,31 @@ def _remove_files_of_deleted_rows(
 ) -> FileRemoval:
     """Removes the files that hold rows of the source no longer in the inbox: those this purge deleted and any
     an earlier one did. A row's key never leaves the inbox otherwise, so a row whose key is still there is
-    kept, in its every image."""
-    source_table = action.quarantine.source_table
-    path = warehouse.path(action.quarantine.inbox_table)
-    kept = spark.read.format("delta").load(path).where(F.col(SOURCE) == source_table).select(KEY)
+    kept, in its every image. Where the action has sensitive columns, also the inbox's and the outbox's files
+    that the tables no longer hold and that hold a value a fix supplied, as it was given (see `redaction`)."""
+    quarantine = action.quarantine
+    path = warehouse.path(quarantine.inbox_table)
+    kept = spark.read.format("delta").load(path).where(F.col(SOURCE) == quarantine.source_table).select(KEY)
 
     def deleted(rows: DataFrame, *_: str) -> DataFrame:
-        return rows.where(F.col(SOURCE) == source_table).join(kept, KEY, "left_anti")
+        return rows.where(F.col(SOURCE) == quarantine.source_table).join(kept, KEY, "left_anti")
 
-    return remove_files_holding(spark, warehouse, action.quarantine.inbox_table, deleted, dry_run=dry_run)
+    if not quarantine.sensitive_columns:
+        return remove_files_holding(spark, warehouse, quarantine.inbox_table, deleted, dry_run=dry_run)
+    in_clear = F.expr(holds_clear_values(PAYLOAD, quarantine.sensitive_columns, quarantine.redaction))
+
+    def supplied_in_clear(rows: DataFrame, *_: str) -> DataFrame:
+        return rows.where((F.col(SOURCE) == quarantine.source_table) & in_clear)
+
+    def deleted_or_in_clear(rows: DataFrame, *kept_columns: str) -> DataFrame:
+        return deleted(rows, *kept_columns).unionByName(supplied_in_clear(rows, *kept_columns))
+
+    return FileRemoval.of_tables(
+        [
+            remove_files_holding(spark, warehouse, quarantine.inbox_table, deleted_or_in_clear, dry_run=dry_run),
+            remove_files_holding(spark, warehouse, quarantine.outbox_table, supplied_in_clear, dry_run=dry_run),
+        ]
+    )
 
 
 def resolved_before(columns: DlqColumns, cutoff: datetime) -> str:
