@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -62,9 +62,9 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="A dead-letter queue for Spark + Delta pipelines, orchestrated by Dagster.", no_args_is_help=True
 )
-console = Console()
+console = Console(highlight=False)  # a value that looks like a number or a path is still the value
 DlqOption = Annotated[str | None, typer.Option("--dlq", help="DLQ inbox table (needed when configs have several).")]
-errors = Console(stderr=True)
+errors = Console(stderr=True, highlight=False)
 
 
 @dataclass
@@ -100,9 +100,16 @@ class Workspace:
         """The DLQ a command works on: the only one the configs name, or the one asked for."""
         names = self.project.dlq_tables
         if name is None and len(names) == 1:
-            return names[0]
+            name = names[0]
         if name not in names:
             raise OperatorError(codes.DLQ_AMBIGUOUS, f"name the DLQ with --dlq; the configs have {names}")
+        if not self.warehouse.is_delta_table(name):
+            raise OperatorError(
+                codes.DLQ_TABLE_MISSING,
+                f"the warehouse {self.root} holds no DLQ table {name}: give the warehouse it is in (--warehouse), "
+                "or create it with create-tables",
+                field="--warehouse",
+            )
         return name
 
     def action(self, source_table: str) -> DataQualityAction:
@@ -128,16 +135,28 @@ def shared_options(
     context.obj = Workspace(config_dir, env, warehouse or default_warehouse())
 
 
+# Longer messages are cut: a value an operator pasted by mistake (a megabyte of it) would fill the terminal.
+MESSAGE_CHARACTERS = 4000
+
+
+def _say(message: str) -> None:
+    """A line for the operator. The names, keys and paths in it are shown as text, never read as markup, and
+    their control characters as escapes."""
+    console.print(shown(message, MESSAGE_CHARACTERS), soft_wrap=True)
+
+
+def _complain(message: str, style: str = "red") -> None:
+    errors.print(shown(message, MESSAGE_CHARACTERS), style=style, soft_wrap=True)
+
+
 def _print_problems(problems) -> None:
     for problem in problems:
-        errors.print(
-            str(problem), style="red" if problem.severity == "error" else "yellow", markup=False, soft_wrap=True
-        )
+        _complain(str(problem), style="red" if problem.severity == "error" else "yellow")
 
 
 def _print_warnings(warnings: list[str]) -> None:
     for warning in warnings:
-        errors.print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
+        _complain(f"warning: {warning}", style="yellow")
 
 
 def _print_rows(rows: list, columns: list[str], title: str) -> None:
@@ -173,7 +192,7 @@ def create_tables(context: typer.Context) -> None:
     for dlq_table in workspace.project.dlq_tables:
         create_dlq_tables(spark, workspace.warehouse, dlq_table)
         where = workspace.warehouse.path(dlq_table).rsplit("/", 1)[0]
-        console.print(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
+        _say(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
 
 
 @app.command("upgrade-tables")
@@ -183,7 +202,7 @@ def upgrade_tables(context: typer.Context) -> None:
     spark = workspace.spark
     for dlq_table in workspace.project.dlq_tables:
         for table, added in upgrade_dlq_tables(spark, workspace.warehouse, dlq_table).items():
-            console.print(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
+            _say(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
 
 
 @app.command("claims")
@@ -210,7 +229,7 @@ def release(
     """Release a slice: its next writer claims it."""
     workspace: Workspace = context.obj
     released = release_claim(workspace.spark, workspace.warehouse, workspace.dlq(dlq), source_table)
-    console.print(f"released {source_table}" if released else f"{source_table} was not claimed")
+    _say(f"released {source_table}" if released else f"{source_table} was not claimed")
 
 
 @app.command("transfer-claim")
@@ -224,7 +243,7 @@ def transfer(
     """Hand a slice to another action."""
     workspace: Workspace = context.obj
     transfer_claim(workspace.spark, workspace.warehouse, workspace.dlq(dlq), source_table, to, by or getpass.getuser())
-    console.print(f"{source_table} now belongs to {to}")
+    _say(f"{source_table} now belongs to {to}")
 
 
 @app.command()
@@ -243,7 +262,7 @@ def validate(
     _print_problems(problems)
     if any(problem.severity == "error" for problem in problems):
         raise typer.Exit(1)
-    console.print(f"{len(project.actions)} data-quality action(s) valid")
+    _say(f"{len(project.actions)} data-quality action(s) valid")
 
 
 @app.command("spark-server")
@@ -336,7 +355,7 @@ def list_rows(
 ) -> None:
     """List DLQ rows, oldest first, with their failed rules and payload."""
     workspace: Workspace = context.obj
-    row_filter = RowFilter(source, status, rule, timedelta(hours=older_than_hours) if older_than_hours else None)
+    row_filter = RowFilter(source, status, rule, _age(older_than_hours, "--older-than-hours", "hours"))
     rows = listing(workspace.spark, workspace.warehouse, workspace.dlq(dlq), row_filter, limit)
     if as_json:
         for row in rows.collect():
@@ -382,7 +401,7 @@ def stats(
         print(json_line({"counts": counts, "oldest_quarantined_age_seconds": age_seconds}))
         return
     _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
-    console.print(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
+    _say(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
 
 
 @app.command()
@@ -404,7 +423,7 @@ def fix(
         typer.Option("--set-expr", help="field = <Spark SQL> over the row's payload fields (with --where)."),
     ] = None,
     payload: Annotated[str | None, typer.Option("--payload", help="Replace the whole payload with this JSON.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="With --where: only the oldest this many rows.")] = None,
+    limit: Annotated[int | None, typer.Option(help="With --where: only the oldest this many rows.")] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="With --where: count what would land and what would fail; write nothing.")
     ] = False,
@@ -433,7 +452,7 @@ def redrive(
     run: Annotated[str | None, typer.Option(help="Only rows quarantined by this Dagster run id.")] = None,
     since: Annotated[datetime | None, typer.Option(help="Only rows quarantined at or after this time (UTC).")] = None,
     where: Annotated[str | None, typer.Option(help="Only rows this Spark SQL condition holds for.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the oldest this many rows.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the oldest this many rows.")] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would land and what would fail again; write nothing.")
     ] = False,
@@ -454,7 +473,7 @@ def _run_fix(workspace: Workspace, source: str, command: FixCommand, as_json: bo
         _print_dry_run(outcome, as_json)
         return
     _print_warnings(outcome.warnings)
-    console.print(f"{outcome.rows_changed} row(s) of {source} {done}")
+    _say(f"{outcome.rows_changed} row(s) of {source} {done}")
 
 
 def _print_dry_run(report: DryRun, as_json: bool) -> None:
@@ -496,7 +515,7 @@ def discard(
         workspace.spark, workspace.warehouse, workspace.action(source), keys, reason=reason, by=by or getpass.getuser()
     )
     _print_warnings(result.warnings)
-    console.print(f"{result.rows_changed} row(s) of {source} discarded")
+    _say(f"{result.rows_changed} row(s) of {source} discarded")
 
 
 @app.command("files")
@@ -534,11 +553,9 @@ def redrive_set_aside_file(
     workspace: Workspace = context.obj
     actions = list(workspace.project.actions)
     for redriven in redrive_file(workspace.spark, actions, workspace.warehouse, path, by or getpass.getuser()):
-        console.print(
+        _say(
             f"{redriven.file}: {redriven.rows_validated} row(s) validated, {redriven.rows_quarantined} quarantined "
-            f"({redriven.source_table})",
-            markup=False,
-            soft_wrap=True,
+            f"({redriven.source_table})"
         )
 
 
@@ -576,7 +593,7 @@ def forget(
     rows = sum(erasure.inbox_rows_by_status.values())
     verb = "would erase" if dry_run else "erased"
     statuses_found = ", ".join(f"{count} {status}" for status, count in sorted(erasure.inbox_rows_by_status.items()))
-    console.print(
+    _say(
         f"{verb} {rows} inbox row(s) of {source}{f' ({statuses_found})' if rows else ''} and "
         f"{erasure.outbox_rows} outbox row(s)"
     )
@@ -584,15 +601,37 @@ def forget(
 
 
 def _print_file_removal(removed: int, pending: dict[str, int], dry_run: bool) -> None:
-    console.print(f"{'would remove' if dry_run else 'removed'} {removed} file(s) that held them")
+    _say(f"{'would remove' if dry_run else 'removed'} {removed} file(s) that held them")
     for stream, count in sorted(pending.items()):
-        errors.print(
+        _complain(
             f"pending: {count} file(s) still to be read by the stream {stream}; run that step, then the same "
             "command again removes them",
             style="yellow",
-            markup=False,
-            soft_wrap=True,
         )
+
+
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _age(amount: float | None, option: str, unit: str) -> timedelta | None:
+    """An age given on the command line, refused before anything is read unless it is a number, 0 or more, that
+    reaches back no further than the calendar does. A negative age would reach into the future: a purge would
+    delete every resolved row."""
+    if amount is None:
+        return None
+    with contextlib.suppress(OverflowError, ValueError):  # an age past what timedelta or datetime can hold
+        if (
+            math.isfinite(amount)
+            and amount >= 0
+            and _EARLIEST + timedelta(**{unit: amount}) < datetime.now(timezone.utc)
+        ):
+            return timedelta(**{unit: amount})
+    raise OperatorError(
+        codes.BAD_AGE,
+        f"{option} must be a number of {unit}, 0 or more, reaching back no further than year 1; got {amount}. "
+        "Nothing was read or changed",
+        field=option,
+    )
 
 
 @app.command()
@@ -608,17 +647,11 @@ def purge(
     by: ByOption = None,
 ) -> None:
     """Delete resolved rows (landed, discarded, exhausted) past retention; quarantined and fixed rows stay."""
-    if older_than_days is not None and not (math.isfinite(older_than_days) and older_than_days >= 0):
-        raise OperatorError(
-            codes.BAD_AGE,
-            f"--older-than-days must be a number of days, 0 or more, got {older_than_days}: a negative age would "
-            "delete rows resolved from now on, that is every resolved row. Nothing was deleted",
-            field="--older-than-days",
-        )
+    older_than = _age(older_than_days, "--older-than-days", "days")
     workspace: Workspace = context.obj
     quarantined = [action for action in workspace.project.actions if action.quarantine is not None]
     actions = [workspace.action(source)] if source else quarantined
-    if older_than_days is None:
+    if older_than is None:
         unset = [action.quarantine.source_table for action in actions if action.quarantine.retention_days is None]
         if source and unset:
             raise OperatorError(
@@ -631,12 +664,11 @@ def purge(
     for column in ("source_table", "resolved before", *statuses.RESOLVED, "rows"):
         table.add_column(column)
     for action in actions:
-        days = older_than_days if older_than_days is not None else action.quarantine.retention_days
         report = purge_resolved(
             workspace.spark,
             workspace.warehouse,
             action,
-            timedelta(days=days),
+            older_than if older_than is not None else timedelta(days=action.quarantine.retention_days),
             dry_run=dry_run,
             by=by or getpass.getuser(),
             physically=physically,
@@ -644,10 +676,9 @@ def purge(
         _print_warnings(report.warnings)
         counts = [str(report.rows_by_status.get(status, 0)) for status in statuses.RESOLVED]
         table.add_row(report.source_table, f"{report.cutoff:%Y-%m-%d %H:%M:%S} UTC", *counts, str(report.rows))
-        console.print(
+        _say(
             f"{'would delete' if dry_run else 'deleted'} {report.rows} resolved row(s) of {report.source_table}"
-            + (f" and {report.file_records} record(s) of redriven files" if report.file_records else ""),
-            markup=False,
+            + (f" and {report.file_records} record(s) of redriven files" if report.file_records else "")
         )
         if report.files is not None:
             _print_file_removal(report.files.files_removed, report.files.files_pending, dry_run)
@@ -655,15 +686,27 @@ def purge(
 
 
 def main() -> None:
-    """Refused input ends with its coded problems on stderr and exit 1, never a traceback."""
+    """Refused input ends with its coded problems on stderr and exit 1 (2 for a command line that does not
+    parse), never a traceback."""
     try:
-        app()
+        exit_code = app(standalone_mode=False)
+    except typer.TyperException as error:  # from typer's own click: the command line does not parse
+        context, message = getattr(error, "ctx", None), error.format_message()
+        if message:  # empty when typer printed the help of a command given nothing
+            usage = f"\n{context.get_usage()}" if context is not None else ""
+            _complain(f"{codes.COMMAND_USAGE} error: {message}{usage}")
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        _complain("aborted")
+        sys.exit(1)
     except ConfigError as error:
         _print_problems(error.problems)
         sys.exit(1)
     except QuarantineError as error:
-        errors.print(str(error), style="red", markup=False, soft_wrap=True)
+        _complain(str(error))
         sys.exit(1)
+    # Without standalone mode, click returns the code a command exited with, and None when it returned.
+    sys.exit(exit_code or 0)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,9 @@ NOT_LOCATABLE = _code(
 RETENTION_UNSET = _code("QA-OPS-011", "purge without --older-than-days for an action that sets no retention_days")
 KEY_REPEATED = _code("QA-OPS-014", "one command names the same row key more than once")
 NOT_A_FINITE_NUMBER = _code("QA-OPS-015", "a value to set is NaN or infinite, which no column of a payload keeps")
-BAD_AGE = _code("QA-OPS-016", "--older-than-days is negative or not a number")
+BAD_AGE = _code(
+    "QA-OPS-016", "--older-than-days or --older-than-hours is negative, not a number, or reaches back before year 1"
+)
 BAD_EXPRESSION = _code(
     "QA-OPS-017", "a --where or --set-expr does not parse or names no field or DLQ column; or --where is no condition"
 )
@@ -157,6 +159,8 @@ ERASURE_IN_FLIGHT = _code(
     "QA-OPS-023", "rows to erase are on their way to the validated table (fixed, or recycled and not landed)"
 )
 FILE_NOT_SET_ASIDE = _code("QA-OPS-024", "no file set aside and not yet redriven has that path")
+BAD_ROW_LIMIT = _code("QA-OPS-026", "a limit of rows is not a whole number from 1 to 2,147,483,647")
+COMMAND_USAGE = _code("QA-OPS-025", "a command, option or argument is unknown, missing, repeated or not of its kind")
 
 # Ownership: one owner per DLQ slice.
 SLICE_OWNED_ELSEWHERE = _code(

@@ -48,6 +48,13 @@ class _Entry:
     field: str
 
 
+def _names_a_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name the file system cannot take (too long, say) names no file
+        return False
+
+
 def load_expectations(
     path: Path, mode: str, *, cited_in: Path, cited_field: str
 ) -> tuple[tuple[Rule, ...], list[Problem]]:
@@ -55,7 +62,7 @@ def load_expectations(
 
     In quarantine mode every failing row goes to the DLQ, so `warn` and `fail` act as `drop`.
     """
-    if not path.is_file():
+    if not _names_a_file(path):
         return (), [
             Problem(EXPECTATIONS_MISSING, f"expectations file not found: {path}", file=cited_in, field=cited_field)
         ]

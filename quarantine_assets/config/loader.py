@@ -41,6 +41,12 @@ def load_project(
 ) -> Project:
     """Load and validate every flowgroup; raise ConfigError listing all errors, keep warnings on the Project."""
     config_dir = config_dir or default_config_dir()
+    try:
+        config_dir.is_dir()
+    except OSError as error:  # a name the file system cannot take (too long, say): every read below would fail
+        raise ConfigError(
+            [Problem(STRUCTURE, f"the configs folder cannot be read: {error.strerror}", file=config_dir)]
+        ) from None
     env = env or default_env()
     substitutions, problems = load_substitutions(config_dir, env, warehouse or default_warehouse())
     project_file, project_problems_found = _project_file(config_dir)

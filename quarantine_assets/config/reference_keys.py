@@ -78,14 +78,23 @@ def project_file_warnings(data: dict[str, Any], file: Path) -> list[Problem]:
 def flowgroup_warnings(flowgroup: dict[str, Any], file: Path) -> list[Problem]:
     """The flowgroup's own keys, then each action's that this project runs (load, data_quality, write)."""
     warnings = _unused(flowgroup, "", FLOWGROUP_KEYS, FLOWGROUP_KEYS_IGNORED, file)
-    for index, action in enumerate(flowgroup.get("actions") or []):
+    actions = flowgroup.get("actions")
+    # Keys of a flowgroup of the wrong shape are not looked at: the shape is refused with its own code.
+    for index, action in enumerate(actions if isinstance(actions, list) else []):
         kind = action.get("type") if isinstance(action, dict) else None
-        if kind not in ACTION_KEYS or (kind == "transform" and action.get("transform_type") != "data_quality"):
+        if not isinstance(kind, str) or kind not in ACTION_KEYS:
+            continue
+        if kind == "transform" and action.get("transform_type") != "data_quality":
             continue
         field = child("actions", index)
         warnings += _unused(action, field, ACTION_KEYS[kind], {}, file)
         source = action.get("source")
-        if kind == "load" and isinstance(source, dict) and source.get("type") in SOURCE_KEYS:
+        if (
+            kind == "load"
+            and isinstance(source, dict)
+            and isinstance(source.get("type"), str)
+            and source["type"] in SOURCE_KEYS
+        ):
             warnings += _unused(source, child(field, "source"), SOURCE_KEYS[source["type"]], {}, file)
         if isinstance(action.get("write_target"), dict):
             target = child(field, "write_target")

@@ -27,6 +27,7 @@ from quarantine_assets.engine.operator import (
     fix_rows,
     marked_fixed,
     payload_with_changes,
+    refuse_bad_limit,
     refuse_redacted_fields_left_out,
     update_open_rows,
 )
@@ -331,6 +332,7 @@ def apply_fix(
     """Runs the command, once its parts are known to go together; a dry run's report, else what was written."""
     if bool(command.keys) == command.selects:
         raise OperatorError(codes.FIX_NEEDS_ONE_SELECTION, "name the rows by key or select them with where, not both")
+    refuse_bad_limit(command.limit, "limit")
     if not command.selects:
         if command.changes.expressions or command.limit is not None or command.dry_run:
             raise OperatorError(

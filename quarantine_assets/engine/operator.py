@@ -58,8 +58,20 @@ def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_fi
     return rows
 
 
+# Spark counts a query's rows, and so its limit, in a signed 32-bit whole number.
+MAX_ROWS = 2**31 - 1
+
+
+def refuse_bad_limit(limit: int | None, field: str) -> None:
+    if limit is not None and not 1 <= limit <= MAX_ROWS:
+        raise OperatorError(
+            codes.BAD_ROW_LIMIT, f"{field} must be a whole number from 1 to {MAX_ROWS}, got {limit}", field=field
+        )
+
+
 def listing(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter, limit: int) -> DataFrame:
     """The filtered rows, oldest first, at most `limit`, with the payload as JSON text."""
+    refuse_bad_limit(limit, "limit")
     rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
     listed = [column for column in LISTED_COLUMNS if column in rows.columns]
     return rows.select(*listed, F.to_json("_row_data").alias("payload")).orderBy("_dlq_timestamp").limit(limit)

@@ -172,7 +172,10 @@ class Warehouse:
         return DeltaTable(self.path(qualified_name), storage_options=self.storage_options)
 
     def is_delta_table(self, qualified_name: str) -> bool:
-        return DeltaTable.is_deltatable(self.path(qualified_name), storage_options=self.storage_options)
+        try:
+            return DeltaTable.is_deltatable(self.path(qualified_name), storage_options=self.storage_options)
+        except OSError:  # a path the file system cannot name (too long, say) holds no table
+            return False
 
     def log(self, qualified_name: str) -> FileSystem:
         """The files of the table's `_delta_log`, through delta-rs's object store."""
