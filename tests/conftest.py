@@ -46,7 +46,9 @@ def spark_server(tmp_path_factory) -> str:
     stopped = subprocess.run(
         [str(CLI), "spark-server", "--stop", "--port", str(port)], capture_output=True, text=True, timeout=60
     )
-    assert f"stopping the Spark server on port {port}" in stopped.stdout, stopped.stdout + stopped.stderr
+    # Or it stopped itself after its idle timeout: the suite outlasts it once the attached tests are done.
+    said = (f"stopping the Spark server on port {port}", f"no Spark server of this user runs on port {port}")
+    assert any(line in stopped.stdout for line in said), stopped.stdout + stopped.stderr
     deadline = time.monotonic() + 60
     while (answers(LOOPBACK, port) or pid_file(port).exists()) and time.monotonic() < deadline:
         time.sleep(0.5)

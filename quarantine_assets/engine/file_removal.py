@@ -7,9 +7,9 @@ past the table's retention (7 days by default) removes them with every other unr
 no longer belongs to the table and holds one of the rows to remove is deleted, once no stream of the warehouse
 still has to read it (the outbox stream reads the inbox's change feed, the recycled stream the outbox). A file
 a stream has yet to read (first named in a version the stream has not reached) is pending: once that step has
-run, the same command again removes it. Only files a
-commit named are touched, so a file a writer has not committed yet is never deleted under it. Time travel to a
-version whose files were removed fails: that is the point.
+run, the same command again removes it. Only files a commit named are touched, so a file a writer has not
+committed yet is never deleted under it. Time travel to a version whose files were removed fails: that is the
+point.
 """
 
 from __future__ import annotations
