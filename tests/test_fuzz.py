@@ -1,5 +1,5 @@
-"""Hostile values at every option of every operator command, every field of the operator job and every field of a
-pipeline YAML: each call succeeds or is refused with a `QA-` code, never with a traceback, and a refusal changes
+"""Hostile values at every option of every operator command, every field of the operator job and every field of the
+config YAML: each call succeeds or is refused with a `QA-` code, never with a traceback, and a refusal changes
 no table."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ CODED = re.compile(r"QA-[A-Z]+-\d{3}")
 
 
 def command_lines(key: str, landing: Path) -> dict[str, list[str]]:
-    """Each command as an operator types it, with `{}` where a hostile value goes, one place at a time."""
+    """Each command as an operator types it: every argument but the command and the option names takes each hostile
+    value in turn."""
     return {
         "list": [
             "list",
