@@ -119,8 +119,11 @@ def _remove_files_of_deleted_rows(
     def supplied_in_clear(rows: DataFrame, *_: str) -> DataFrame:
         return rows.where((F.col(SOURCE) == quarantine.source_table) & in_clear)
 
-    def deleted_or_in_clear(rows: DataFrame, *kept_columns: str) -> DataFrame:
-        return deleted(rows, *kept_columns).unionByName(supplied_in_clear(rows, *kept_columns))
+    def deleted_or_in_clear(rows: DataFrame, *_: str) -> DataFrame:
+        # One scan of the files: each row beside whether its key is still in the inbox.
+        still_there = kept.withColumn("_kept", F.lit(True))
+        of_source = rows.where(F.col(SOURCE) == quarantine.source_table).join(still_there, KEY, "left")
+        return of_source.where(F.col("_kept").isNull() | in_clear).drop("_kept")
 
     return FileRemoval.of_tables(
         [
