@@ -1,5 +1,5 @@
 """Entry point for `dagster dev -w workspace.yaml`."""
 
-from quarantine_assets.defs import load_definitions
+from quarantine_assets.defs.definitions import load_definitions
 
 defs = load_definitions()

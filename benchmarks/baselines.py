@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
-from quarantine_assets.engine.tables import INBOX_PROPERTIES, Warehouse
+from quarantine_assets.engine.lake.tables import INBOX_PROPERTIES, Warehouse
 
 
 def passes_every_rule():

@@ -63,8 +63,8 @@ def run(
     rounds: Annotated[int, typer.Option(help="Batches each split worker ingests.")] = 3,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
     spark = build_spark_session()
@@ -105,11 +105,11 @@ def run(
 @app.command(hidden=True)
 def worker(role: str, name: str, root: Path, seed: int, rounds: int) -> None:
     """One process: its writes, then one line of JSON with what it did and the conflicts it retried."""
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.lake.tables import Warehouse
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     conflicts = Counter()
-    logging.getLogger("quarantine_assets.engine.commits").addHandler(_CountingHandler(conflicts))
+    logging.getLogger("quarantine_assets.engine.spark.commits").addHandler(_CountingHandler(conflicts))
     spark = build_spark_session("local[1]")
     warehouse = Warehouse(root)
     rng = random.Random(f"{seed}/{role}")
@@ -128,10 +128,10 @@ def _work(spark, warehouse, role: str, name: str, seed: int, rounds: int, finish
     """The worker's rounds. The operator keeps fixing until every split has finished, and the recycler
     keeps recycling until the operator has too, so that every writer overlaps the others."""
     awaited = {"split": [], "operator": ["split-"], "recycle": ["split-", "operator-"]}[role]
-    from quarantine_assets.engine.operator import fix_rows
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.recycled import run_recycled
-    from quarantine_assets.engine.split import run_split
+    from quarantine_assets.engine.spark.operator import fix_rows
+    from quarantine_assets.engine.spark.outbox import run_outbox
+    from quarantine_assets.engine.spark.recycled import run_recycled
+    from quarantine_assets.engine.spark.split import run_split
 
     round_ = 0
     while round_ < rounds or any(not _all_finished(finished, prefix) for prefix in awaited):
@@ -189,8 +189,8 @@ def reconcile(spark, warehouse, seed: int, rounds: int) -> dict:
     """After a last recycle: every input row landed once or still sits in the inbox; nothing twice."""
     from pyspark.sql import functions as F
 
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.recycled import run_recycled
+    from quarantine_assets.engine.spark.outbox import run_outbox
+    from quarantine_assets.engine.spark.recycled import run_recycled
 
     result = {"ok": True}
     for action in map(action_named, ACTIONS):

@@ -89,8 +89,8 @@ def run(
     steps: Annotated[str, typer.Option(help="Comma-separated steps to try.")] = ",".join(STEPS),
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="crash-trials-"))
     spark = build_spark_session()
@@ -140,8 +140,8 @@ def aimed(
 ) -> None:
     import importlib
 
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="crash-points-"))
     spark = build_spark_session()
@@ -150,7 +150,7 @@ def aimed(
     for number, (point, (step_name, module_name, function)) in enumerate(AIMED_POINTS.items()):
         if step_name not in steps.split(","):
             continue
-        module = importlib.import_module(f"quarantine_assets.engine.{module_name}")
+        module = importlib.import_module(f"quarantine_assets.engine.spark.{module_name}")
         warehouse = Warehouse(root / f"point-{number}")
         action = step_action(step_name)
         create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
@@ -208,11 +208,11 @@ def killed_at(name: str, root: Path, keys: str, module: str, function: str) -> N
     """One step, as a run process does it, killed with its JVM at the call of `module.function`."""
     import importlib
 
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.lake.tables import Warehouse
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     spark = build_spark_session("local[1]")
-    setattr(importlib.import_module(f"quarantine_assets.engine.{module}"), function, _killing)
+    setattr(importlib.import_module(f"quarantine_assets.engine.spark.{module}"), function, _killing)
     run_step(spark, Warehouse(root), name, step_action(name), json.loads(keys))
 
 
@@ -229,9 +229,9 @@ def _stopping(function: str):
 
 def prepare(spark, warehouse, step: str, action, seed: int, trial: int, rng: random.Random) -> list[str]:
     """New input for the step to work on; the keys an operator fixes, for the steps after the split."""
-    from quarantine_assets.engine.operator import fix_rows
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.split import run_split
+    from quarantine_assets.engine.spark.operator import fix_rows
+    from quarantine_assets.engine.spark.outbox import run_outbox
+    from quarantine_assets.engine.spark.split import run_split
 
     spark.createDataFrame(
         batch_rows(seed, step, trial), "row_no INT, order_id INT, amount DOUBLE, currency STRING"
@@ -278,8 +278,8 @@ def run_killed(root: Path, step: str, keys: list[str], kill_after: float | None,
 @app.command(hidden=True)
 def step(name: str, root: Path, keys: str) -> None:
     """One step on its own, as a run process does it."""
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.lake.tables import Warehouse
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     spark = build_spark_session("local[1]")
     print(READY, flush=True)
@@ -288,10 +288,10 @@ def step(name: str, root: Path, keys: str) -> None:
 
 
 def run_step(spark, warehouse, name: str, action, keys: list[str]) -> None:
-    from quarantine_assets.engine.operator import fix_rows
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.recycled import run_recycled
-    from quarantine_assets.engine.split import run_split
+    from quarantine_assets.engine.spark.operator import fix_rows
+    from quarantine_assets.engine.spark.outbox import run_outbox
+    from quarantine_assets.engine.spark.recycled import run_recycled
+    from quarantine_assets.engine.spark.split import run_split
 
     if name == "split":
         run_split(spark, action, warehouse, "crash")
@@ -307,8 +307,8 @@ def recover_and_check(spark, warehouse, step: str, action, seed: int, trial: int
     """The rerun a user would start, then the rows moved on; what breaks an invariant, in words."""
     from pyspark.sql import functions as F
 
-    from quarantine_assets.engine.outbox import run_outbox
-    from quarantine_assets.engine.recycled import run_recycled
+    from quarantine_assets.engine.spark.outbox import run_outbox
+    from quarantine_assets.engine.spark.recycled import run_recycled
 
     problems = []
     if step == "fix":

@@ -28,10 +28,10 @@ from deltalake import DeltaTable
 from harness import write_results
 
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.engine.operator import RowFilter, fix_rows, inbox_rows
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.operator import RowFilter, fix_rows, inbox_rows
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -126,7 +126,7 @@ def main() -> None:
     action = load_project(warehouse=warehouse.root).action("dq_orders")
     validated = warehouse.path(action.target_table)
 
-    from quarantine_assets.engine.session import build_spark_session
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     spark = build_spark_session()
     # Baseline: the engine alone, warm, no sensor and no run launch.

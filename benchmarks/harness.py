@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction, DeltaSource, QuarantineSpec, Rule
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RULES = (

@@ -34,8 +34,9 @@ from quarantine_assets.config.loader import load_project  # noqa: E402
 from quarantine_assets.defs.definitions import SPLIT_JOB  # noqa: E402
 from quarantine_assets.demo import generate_batch, next_batch_number  # noqa: E402
 from quarantine_assets.demo_run import LANDING  # noqa: E402
-from quarantine_assets.engine.session import EMBEDDED, LOCAL_SERVER, SPARK_REMOTE_VARIABLE  # noqa: E402
-from quarantine_assets.engine.tables import Warehouse  # noqa: E402
+from quarantine_assets.engine.lake.tables import Warehouse  # noqa: E402
+from quarantine_assets.engine.spark.session import EMBEDDED, LOCAL_SERVER  # noqa: E402
+from quarantine_assets.settings import SPARK_REMOTE_VARIABLE  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -23,8 +23,9 @@ from rich.table import Table
 from quarantine_assets.config.models import DataQualityAction, DeltaSource, QuarantineSpec, Rule
 from quarantine_assets.defs.resources import WarehouseResource
 from quarantine_assets.defs.sensors import recycle_sensor
-from quarantine_assets.engine.inbox_feed import fixed_since
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.lake.inbox_feed import fixed_since
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 
 SOURCE = "bench.bronze.orders"
 DLQ = "bench.ops.dlq"
@@ -78,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     console = Console()
 
-    from quarantine_assets.engine.session import build_spark_session
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     root = args.warehouse or Path(tempfile.mkdtemp(prefix="sensor-bench-"))
     warehouse = Warehouse(root)

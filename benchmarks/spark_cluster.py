@@ -22,7 +22,7 @@ from harness import write_results  # noqa: E402
 from spark_cluster import spark_standalone  # noqa: E402
 from test_spark_cluster import as_a_user  # noqa: E402
 
-from quarantine_assets.engine.session import build_spark_session  # noqa: E402
+from quarantine_assets.engine.spark.session import build_spark_session  # noqa: E402
 
 
 def main() -> None:

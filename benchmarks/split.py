@@ -49,23 +49,18 @@ from pyspark.sql import SparkSession
 
 from quarantine_assets.config.models import FileSource
 from quarantine_assets.demo import generate_batch, next_batch_number
-from quarantine_assets.engine.bulk_fix import FieldChanges, Selection, fix_where
-from quarantine_assets.engine.claims import claim_slice
-from quarantine_assets.engine.inbox import Provenance, inbox_records
-from quarantine_assets.engine.operator import RowFilter, fix_rows, inbox_rows, oldest_quarantined_age
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.rules import with_failed_rules
-from quarantine_assets.engine.session import build_spark_session
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import (
-    CLUSTERING_COLUMN,
-    INBOX_CONTEXT_COLUMNS,
-    INBOX_CORE_COLUMNS,
-    INBOX_PROPERTIES,
-    Warehouse,
-    create_dlq_tables,
-)
+from quarantine_assets.engine.lake.dlq_schema import CLUSTERING_COLUMN, INBOX_CONTEXT_COLUMNS, INBOX_CORE_COLUMNS
+from quarantine_assets.engine.lake.tables import INBOX_PROPERTIES, Warehouse
+from quarantine_assets.engine.spark.bulk_fix import FieldChanges, Selection, fix_where
+from quarantine_assets.engine.spark.claims import claim_slice
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.inbox import Provenance, inbox_records
+from quarantine_assets.engine.spark.operator import RowFilter, fix_rows, inbox_rows, oldest_quarantined_age
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.rules import with_failed_rules
+from quarantine_assets.engine.spark.session import build_spark_session
+from quarantine_assets.engine.spark.split import run_split
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -17,10 +17,9 @@ from rich.table import Table
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import outbox_table
-from quarantine_assets.defs import build_definitions
-from quarantine_assets.defs.definitions import TABLE_CHECKS_JOB
+from quarantine_assets.defs.definitions import TABLE_CHECKS_JOB, build_definitions
 from quarantine_assets.demo_run import QUIET_RUN
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.settings import default_warehouse
 
 
@@ -53,7 +52,7 @@ def main() -> None:
     console.print(table)
     checks_ms = sum(e.metadata["elapsed_ms"].value for e in evaluations)
 
-    from quarantine_assets.engine.session import build_spark_session
+    from quarantine_assets.engine.spark.session import build_spark_session
 
     jvm_started = time.perf_counter()
     spark = build_spark_session()

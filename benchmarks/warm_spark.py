@@ -18,7 +18,8 @@ from pathlib import Path
 
 from harness import write_results
 
-from quarantine_assets.engine.session import EMBEDDED, LOCAL_SERVER, SPARK_REMOTE_VARIABLE
+from quarantine_assets.engine.spark.session import EMBEDDED, LOCAL_SERVER
+from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
 CLI = Path(sys.executable).parent / "quarantine-assets"
 

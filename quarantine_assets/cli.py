@@ -28,19 +28,31 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from quarantine_assets import codes
+from quarantine_assets import codes, commands
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import DataQualityAction, Project, outbox_table
 from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.display import CELL_CHARACTERS, json_line, shown
-from quarantine_assets.engine import statuses
-from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
-from quarantine_assets.engine.claims import claims, release_claim, transfer_claim
-from quarantine_assets.engine.erasure import forget_subject
-from quarantine_assets.engine.file_quarantine import set_aside_files
-from quarantine_assets.engine.file_redrive import redrive_file
-from quarantine_assets.engine.locate import record_location
-from quarantine_assets.engine.operator import (
+from quarantine_assets.engine.lake import statuses
+from quarantine_assets.engine.lake.claims import claims
+from quarantine_assets.engine.lake.dlq_schema import (
+    ERRORS,
+    FILE_SIZE,
+    ROW_DATA,
+    SOURCE_FILE,
+    SOURCE_TABLE,
+    STATUS,
+    TIMESTAMP,
+)
+from quarantine_assets.engine.lake.locate import record_location
+from quarantine_assets.engine.lake.tables import Warehouse, inbox_ddl, outbox_ddl
+from quarantine_assets.engine.spark.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
+from quarantine_assets.engine.spark.claims import release_claim, transfer_claim
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables, upgrade_dlq_tables
+from quarantine_assets.engine.spark.erasure import forget_subject
+from quarantine_assets.engine.spark.file_quarantine import set_aside_files
+from quarantine_assets.engine.spark.file_redrive import redrive_file
+from quarantine_assets.engine.spark.operator import (
     RowFilter,
     action_for_source,
     discard_rows,
@@ -49,10 +61,9 @@ from quarantine_assets.engine.operator import (
     parse_json_object,
     queue_stats,
 )
-from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.source import rules_against_sources
-from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, inbox_ddl, outbox_ddl, upgrade_dlq_tables
+from quarantine_assets.engine.spark.retention import purge_resolved
+from quarantine_assets.engine.spark.source import rules_against_sources
+from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT
 from quarantine_assets.errors import ConfigError, OperatorError, QuarantineError
 from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
 
@@ -92,7 +103,7 @@ class Workspace:
     def spark(self) -> SparkSession:
         """The Spark `QUARANTINE_SPARK_REMOTE` chooses (see `spark_session`). Imported here: commands that
         need no Spark attach to none."""
-        from quarantine_assets.engine.session import spark_session
+        from quarantine_assets.engine.spark.session import spark_session
 
         return spark_session(self.warehouse)
 
@@ -184,7 +195,7 @@ def ddl(
         console.print(f"-- outbox {outbox_table(dlq_table)}\n{outbox};\n", markup=False, highlight=False)
 
 
-@app.command("create-tables")
+@app.command(commands.CREATE_TABLES)
 def create_tables(context: typer.Context) -> None:
     """Create every DLQ inbox and outbox the configs name (idempotent)."""
     workspace: Workspace = context.obj
@@ -195,7 +206,7 @@ def create_tables(context: typer.Context) -> None:
         _say(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
 
 
-@app.command("upgrade-tables")
+@app.command(commands.UPGRADE_TABLES)
 def upgrade_tables(context: typer.Context) -> None:
     """Add the context columns a DLQ lacks (one created from Lakehouse Plumber's DDL lacks them all), in place."""
     workspace: Workspace = context.obj
@@ -220,7 +231,7 @@ def list_claims(
     _print_rows(rows, ["dlq", "source_table", "owner", "claimed by"], "Claims")
 
 
-@app.command("release-claim")
+@app.command(commands.RELEASE_CLAIM)
 def release(
     context: typer.Context,
     source_table: str,
@@ -232,7 +243,7 @@ def release(
     _say(f"released {source_table}" if released else f"{source_table} was not claimed")
 
 
-@app.command("transfer-claim")
+@app.command(commands.TRANSFER_CLAIM)
 def transfer(
     context: typer.Context,
     source_table: str,
@@ -265,7 +276,7 @@ def validate(
     _say(f"{len(project.actions)} data-quality action(s) valid")
 
 
-@app.command("spark-server")
+@app.command(commands.SPARK_SERVER)
 def spark_server(
     context: typer.Context,
     host: Annotated[str, typer.Option(help="Address to listen on; anyone who reaches it can run Spark here.")] = (
@@ -281,8 +292,9 @@ def spark_server(
 
     It answers only clients that present its token: SPARK_CONNECT_AUTHENTICATE_TOKEN if set, else a new one
     per start, kept in a file only its user can read, where the attaching commands find it."""
-    from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, build_spark_session, connect_server_config
-    from quarantine_assets.engine.spark_server import pid_file, server_token, stop_server, token_file
+    from quarantine_assets.engine.spark.session import build_spark_session, connect_server_config
+    from quarantine_assets.engine.spark.spark_server import pid_file, server_token, stop_server, token_file
+    from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
     if stop:
         console.print(stop_server(port), markup=False, highlight=False)
@@ -301,7 +313,7 @@ def spark_server(
         console.print(
             f"Spark Connect server on sc://{host}:{port} for warehouse {workspace.root}; attach with "
             f"{SPARK_REMOTE_VARIABLE}=sc://{host}:{port}. Its token is in {token_file(port)} (readable by this "
-            f"user only). It stops {idle}on Ctrl-C or with `quarantine-assets spark-server --stop`.",
+            f"user only). It stops {idle}on Ctrl-C or with `{commands.SPARK_SERVER_COMMAND} --stop`.",
             markup=False,
             highlight=False,
             soft_wrap=True,  # one line, also in a log: the URL is meant to be copied
@@ -369,11 +381,11 @@ def show(context: typer.Context, key: str, dlq: DlqOption = None, as_json: JsonO
     """Show one DLQ row with every column, and where its record is in its source file."""
     workspace: Workspace = context.obj
     row = inbox_row(workspace.spark, workspace.warehouse, workspace.dlq(dlq), key)
-    action = workspace.action(row["_dlq_source_table"])
+    action = workspace.action(row[SOURCE_TABLE])
     location = record_location(row, action.source)
     if as_json:
         where = {"source_record": location.where} if location else {}
-        print(json_line(row | {"_row_data": json.loads(row["_row_data"])} | where))
+        print(json_line(row | {ROW_DATA: json.loads(row[ROW_DATA])} | where))
         return
     for name, value in row.items():
         console.print(Text.assemble((name, "bold"), ": ", shown(value)), highlight=False)
@@ -400,7 +412,7 @@ def stats(
         age_seconds = age.total_seconds() if age is not None else None
         print(json_line({"counts": counts, "oldest_quarantined_age_seconds": age_seconds}))
         return
-    _print_rows(found.counts, ["_dlq_source_table", "rule", "_dlq_status", "count"], "DLQ rows by rule and status")
+    _print_rows(found.counts, [SOURCE_TABLE, "rule", STATUS, "count"], "DLQ rows by rule and status")
     _say(f"oldest quarantined row: {age if age is not None else 'none quarantined'}")
 
 
@@ -518,7 +530,7 @@ def discard(
     _say(f"{result.rows_changed} row(s) of {source} discarded")
 
 
-@app.command("files")
+@app.command(commands.FILES)
 def list_files(context: typer.Context, dlq: DlqOption = None, as_json: JsonOption = False) -> None:
     """Source files set aside whole because they could not be read, newest first, with why."""
     workspace: Workspace = context.obj
@@ -530,20 +542,20 @@ def list_files(context: typer.Context, dlq: DlqOption = None, as_json: JsonOptio
         return
     rows = [
         (
-            record["_dlq_source_file"],
-            record["_dlq_source_table"],
-            record["_dlq_status"],
-            record["_dlq_errors"][0]["code"],
-            record["_dlq_errors"][0]["message"],
-            record["_dlq_file_size"],
-            record["_dlq_timestamp"],
+            record[SOURCE_FILE],
+            record[SOURCE_TABLE],
+            record[STATUS],
+            record[ERRORS][0]["code"],
+            record[ERRORS][0]["message"],
+            record[FILE_SIZE],
+            record[TIMESTAMP],
         )
         for record in found
     ]
     _print_rows(rows, ["file", "source_table", "status", "code", "reason", "bytes", "set aside at"], "Files set aside")
 
 
-@app.command("redrive-file")
+@app.command(commands.REDRIVE_FILE)
 def redrive_set_aside_file(
     context: typer.Context,
     path: Annotated[str, typer.Argument(help="The file, as `files` lists it or as a local path.")],

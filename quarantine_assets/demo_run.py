@@ -16,7 +16,9 @@ from quarantine_assets.config.models import Project
 from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo import generate_batch, next_batch_number
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables, is_url
+from quarantine_assets.engine.lake.dlq_schema import SOURCE_TABLE
+from quarantine_assets.engine.lake.tables import Warehouse, is_url
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.errors import QuarantineError
 
 LANDING = "_landing"
@@ -80,13 +82,9 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: s
     for column in ("asset", "table", "location", "rows"):
         table.add_column(column, overflow="fold")
     slice_rows = {
-        (dlq_table, row["_dlq_source_table"]): row["count"]
+        (dlq_table, row[SOURCE_TABLE]): row["count"]
         for dlq_table in project.dlq_tables
-        for row in spark.read.format("delta")
-        .load(tables.path(dlq_table))
-        .groupBy("_dlq_source_table")
-        .count()
-        .collect()
+        for row in spark.read.format("delta").load(tables.path(dlq_table)).groupBy(SOURCE_TABLE).count().collect()
     }
     for action in project.actions:
         validated_path = tables.path(action.target_table)

@@ -17,6 +17,10 @@ def default_env() -> str:
 
 
 STORAGE_OPTIONS_VARIABLE = "QUARANTINE_STORAGE_OPTIONS"
+# Which Spark every step and command runs on: a Spark Connect URL (`sc://host:port`, a cluster's endpoint
+# or `spark-server`), `local` (the default: a local server started on first use and kept warm), or
+# `embedded` (a JVM in this process, as the engine's own tests use).
+SPARK_REMOTE_VARIABLE = "QUARANTINE_SPARK_REMOTE"
 
 
 def default_warehouse() -> str:

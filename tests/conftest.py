@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from dagster_dev import free_port
 
-from quarantine_assets.engine.local_server import LOOPBACK, local_server_url
-from quarantine_assets.engine.session import EMBEDDED, SPARK_REMOTE_VARIABLE, build_spark_session
-from quarantine_assets.engine.spark_server import answers, pid_file, token_file
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.local_server import LOOPBACK, local_server_url
+from quarantine_assets.engine.spark.session import EMBEDDED, build_spark_session
+from quarantine_assets.engine.spark.spark_server import answers, pid_file, token_file
+from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
 # Runs and commands a test starts share the suite's JVM, or start their own, unless the test attaches them.
 os.environ.setdefault(SPARK_REMOTE_VARIABLE, EMBEDDED)

@@ -7,12 +7,11 @@ from dagster import DagsterInstance, SensorResult, build_sensor_context
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Project
-from quarantine_assets.defs import build_definitions
-from quarantine_assets.defs.definitions import SPLIT_JOB
+from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, default_resources
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
 
 
 class Loop:

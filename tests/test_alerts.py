@@ -15,8 +15,8 @@ from quarantine_assets.config.models import FileSource
 from quarantine_assets.defs.alerts import RUN_FAILURE_SENSOR
 from quarantine_assets.defs.definitions import SPLIT_JOB
 from quarantine_assets.defs.resources import AlertWebhook, HealthThresholds, default_resources
-from quarantine_assets.engine.file_redrive import redrive_file
-from quarantine_assets.engine.split import run_split
+from quarantine_assets.engine.spark.file_redrive import redrive_file
+from quarantine_assets.engine.spark.split import run_split
 
 
 @pytest.fixture

@@ -22,11 +22,10 @@ from quarantine_assets import codes
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import RECYCLE_JOB
 from quarantine_assets.defs.keys import INBOX, RECYCLED, VALIDATED, asset_key
-from quarantine_assets.engine.local_server import local_server_url
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
-from quarantine_assets.engine.spark_server import pid_file, token_file
-from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.settings import REPO_ROOT
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.local_server import local_server_url
+from quarantine_assets.engine.spark.spark_server import pid_file, token_file
+from quarantine_assets.settings import REPO_ROOT, SPARK_REMOTE_VARIABLE
 
 BIN = Path(sys.executable).parent
 FIXED_ORDER_ID = 900_000_007
@@ -35,9 +34,9 @@ import sys
 sys.path.insert(0, "tests")
 from builders import orders_action
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine.session import spark_session
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.spark.session import spark_session
+from quarantine_assets.engine.spark.split import run_split
+from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.errors import DataQualityFailure
 
 warehouse = Warehouse(sys.argv[1])
@@ -53,10 +52,11 @@ import json, sys
 sys.path.insert(0, "tests")
 from builders import ORDERS_SCHEMA, orders_action
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.engine.file_redrive import redrive_file
-from quarantine_assets.engine.session import spark_session
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.spark.file_redrive import redrive_file
+from quarantine_assets.engine.spark.session import spark_session
+from quarantine_assets.engine.spark.split import run_split
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.lake.tables import Warehouse
 
 warehouse, landing = Warehouse(sys.argv[1]), sys.argv[2]
 source = FileSource(path=landing, format="csv", options={"header": "true"}, schema_ddl=ORDERS_SCHEMA)

@@ -11,11 +11,11 @@ from builders import ORDERS_SCHEMA, orders_action
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import FileSource, Rule
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.split import SPLIT_STREAM, run_split
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.split import SPLIT_STREAM, run_split
 from quarantine_assets.errors import QuarantineError
 
 CSV_LINES = [

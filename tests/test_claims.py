@@ -12,11 +12,13 @@ from builders import ORDERS_SCHEMA, orders_action
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
-from quarantine_assets.engine.claims import claims, transfer_claim
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.ownership import source_owner
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.lake.claims import claims
+from quarantine_assets.engine.lake.ownership import source_owner
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.claims import transfer_claim
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import OwnershipError
 from quarantine_assets.settings import REPO_ROOT
 
@@ -92,9 +94,9 @@ RACER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, "tests")
     from builders import orders_action
-    from quarantine_assets.engine.claims import claim_slice
-    from quarantine_assets.engine.session import build_spark_session
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.spark.claims import claim_slice
+    from quarantine_assets.engine.spark.session import build_spark_session
+    from quarantine_assets.engine.lake.tables import Warehouse
     from quarantine_assets.errors import OwnershipError
 
     action = orders_action(name=sys.argv[2])

@@ -126,7 +126,7 @@ def test_operator_commands_list_fix_and_refuse_with_a_code(spark, tmp_path):
 def test_values_that_look_like_markup_or_control_the_terminal_are_printed_as_text(spark, tmp_path):
     from pyspark.sql import functions as F
 
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.lake.tables import Warehouse
 
     wide = {"COLUMNS": "250"}
     assert runner.invoke(app, ["--warehouse", str(tmp_path), "demo"], env=wide).exit_code == 0

@@ -17,15 +17,14 @@ from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
 from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB
-from quarantine_assets.engine.claims import claims
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
-from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.settings import REPO_ROOT
+from quarantine_assets.engine.lake.claims import claims
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.settings import REPO_ROOT, SPARK_REMOTE_VARIABLE
 
 LOCATION = """
 from pathlib import Path
 
-from quarantine_assets.defs import load_definitions
+from quarantine_assets.defs.definitions import load_definitions
 
 defs = load_definitions(Path({config_dir!r}), "dev", Path({warehouse!r}))
 """

@@ -3,73 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from config_projects import ABSENT, flowgroup, project_dir
 
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.config.validation import rule_expression_problems
 from quarantine_assets.errors import ConfigError, Problem
-from quarantine_assets.settings import REPO_ROOT
-
-ABSENT = object()  # an override that removes the key
-RULES = {"order_id IS NOT NULL": {"action": "drop", "name": "valid_order_id"}}
-TOKENS = {"dev": {"catalog": "main", "ops_schema": "ops", "bronze_schema": "bronze"}}
-
-
-def flowgroup(table: str = "orders", name: str | None = None, **dq_overrides: Any) -> dict[str, Any]:
-    """load -> data_quality (quarantine) -> write, valid unless overridden."""
-    dq = {
-        "name": name or f"dq_{table}",
-        "type": "transform",
-        "transform_type": "data_quality",
-        "source": f"v_{table}_raw",
-        "target": f"v_{table}_validated",
-        "expectations_file": "expectations/rules.yaml",
-        "mode": "quarantine",
-        "readMode": "stream",
-        "quarantine": {
-            "dlq_table": "${catalog}.${ops_schema}.dlq",
-            "source_table": f"${{catalog}}.${{bronze_schema}}.{table}",
-        },
-    }
-    dq = {key: value for key, value in {**dq, **dq_overrides}.items() if value is not ABSENT}
-    return {
-        "pipeline": "demo",
-        "flowgroup": table,
-        "actions": [
-            {
-                "name": f"load_{table}",
-                "type": "load",
-                "source": {"type": "cloudfiles", "path": f"${{warehouse}}/_landing/{table}", "format": "json"},
-                "target": f"v_{table}_raw",
-            },
-            dq,
-            {
-                "name": f"write_{table}",
-                "type": "write",
-                "source": f"v_{table}_validated",
-                "write_target": {
-                    "type": "streaming_table",
-                    "catalog": "${catalog}",
-                    "schema": "${bronze_schema}",
-                    "table": table,
-                },
-            },
-        ],
-    }
-
-
-def project_dir(root: Path, flowgroups: dict[str, Any], rules: Any = RULES) -> Path:
-    """Flowgroups by file name (a dict is dumped as YAML, a str written as is), one rules file, dev tokens."""
-    files = {f"pipelines/{name}": content for name, content in flowgroups.items()}
-    files |= {"expectations/rules.yaml": rules, "substitutions/dev.yaml": TOKENS}
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False))
-    return root
 
 
 def problems_of(config_dir: Path) -> list[Problem]:
@@ -280,16 +219,6 @@ def test_two_data_quality_actions_with_one_name_is_qa_cfg_021(tmp_path):
     assert "a_orders.yaml" in problem.message
 
 
-def test_rule_spark_cannot_parse_is_qa_cfg_022(tmp_path, spark):
-    rules = {"amount >=": {"action": "drop", "name": "half_written"}, "amount >= 0": {"action": "drop", "name": "fine"}}
-    config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
-    project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
-    problems = rule_expression_problems(project, spark)
-    assert [(p.code, p.file, p.field) for p in problems] == [
-        ("QA-CFG-022", config / "expectations/rules.yaml", "half_written")
-    ]
-
-
 def test_dlq_table_that_is_the_validated_table_is_qa_cfg_023(tmp_path):
     quarantine = {"dlq_table": "main.bronze.orders", "source_table": "main.bronze.orders"}
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
@@ -322,11 +251,6 @@ def test_cross_file_rules_still_run_when_an_action_has_other_errors(tmp_path):
     problems = problems_of(config)
     assert_has(problems, "QA-CFG-015", config / "pipelines/a_orders.yaml", "actions[1].readMode")
     assert_has(problems, "QA-CFG-021", config / "pipelines/b_returns.yaml", "actions[1].name")
-
-
-def test_demo_rules_all_parse(spark, tmp_path):
-    project = load_project(REPO_ROOT / "configs", env="dev", warehouse=tmp_path / "warehouse")
-    assert rule_expression_problems(project, spark) == []
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,11 @@ from pyspark.sql import functions as F
 from seed_ddl import create_seed_tables
 
 from quarantine_assets.config.loader import load_project
-from quarantine_assets.defs import build_definitions
-from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB
+from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.source import PINNED_SCHEMA
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.source import PINNED_SCHEMA
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 ORDERS = [

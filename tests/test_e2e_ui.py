@@ -27,16 +27,16 @@ from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import SPLIT_JOB, TABLE_CHECKS_JOB
 from quarantine_assets.demo import generate_batch
 from quarantine_assets.demo_run import LANDING
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
-from quarantine_assets.engine.table_health import (
+from quarantine_assets.engine.lake.table_health import (
     CHANGE_DATA_FEED,
     DELETION_VECTORS,
     OUTBOX_EXISTS,
     ROW_TRACKING,
     SCHEMA,
 )
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
-from quarantine_assets.settings import REPO_ROOT
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.settings import REPO_ROOT, SPARK_REMOTE_VARIABLE
 
 pytestmark = pytest.mark.e2e
 
@@ -147,7 +147,7 @@ def session(spark, spark_server, tmp_path_factory):
 
     broken = tmp_path / f"{BROKEN_LOCATION}.py"
     broken.write_text(
-        "from pathlib import Path\n\nfrom quarantine_assets.defs import load_definitions\n\n"
+        "from pathlib import Path\n\nfrom quarantine_assets.defs.definitions import load_definitions\n\n"
         f"defs = load_definitions(Path({str(broken_config(tmp_path))!r}))\n"
     )
     workspace = tmp_path / "workspace.yaml"

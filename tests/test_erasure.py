@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 from quarantine_assets.cli import app
 from quarantine_assets.defs.erasure_job import FORGET_JOB
 from quarantine_assets.defs.retention_job import PURGE_JOB
-from quarantine_assets.engine.alerts import CHANGES_REMOVED, first_cursor, inbox_alerts
-from quarantine_assets.engine.erasure import forget_subject
-from quarantine_assets.engine.operator import discard_rows
-from quarantine_assets.engine.tables import FREE_TEXT_COLUMNS
+from quarantine_assets.engine.lake.alerts import CHANGES_REMOVED, first_cursor, inbox_alerts
+from quarantine_assets.engine.lake.dlq_schema import FREE_TEXT_COLUMNS
+from quarantine_assets.engine.spark.erasure import forget_subject
+from quarantine_assets.engine.spark.operator import discard_rows
 from quarantine_assets.errors import OperatorError
 from quarantine_assets.settings import REPO_ROOT
 

@@ -13,12 +13,12 @@ from graph_driver import Loop
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine import outbox, recycled, split, streams
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.split import run_split, split_batch
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark import outbox, recycled, split, streams
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.retention import purge_resolved
+from quarantine_assets.engine.spark.split import run_split, split_batch
 from quarantine_assets.errors import DataQualityFailure
 
 
@@ -244,7 +244,7 @@ def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_iden
     """A crash after both commits and before the checkpoint's; the action then moved (`transfer-claim`)."""
     from builders import orders_action
 
-    from quarantine_assets.engine.tables import create_dlq_tables
+    from quarantine_assets.engine.lake.tables import create_dlq_tables
 
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)

@@ -21,12 +21,12 @@ from quarantine_assets.config.models import FileSource, Project
 from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.file_redrive_job import REDRIVE_FILE_JOB
 from quarantine_assets.defs.resources import default_resources
-from quarantine_assets.engine import file_quarantine, file_redrive, split
-from quarantine_assets.engine.file_quarantine import set_aside_files
-from quarantine_assets.engine.file_redrive import redrive_file
-from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark import file_quarantine, file_redrive, split
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.file_quarantine import set_aside_files
+from quarantine_assets.engine.spark.file_redrive import redrive_file
+from quarantine_assets.engine.spark.retention import purge_resolved
+from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import QuarantineError
 from quarantine_assets.settings import REPO_ROOT
 

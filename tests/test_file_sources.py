@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
 from quarantine_assets.config.models import FileSource, Rule
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.source import PINNED_SCHEMA
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.source import PINNED_SCHEMA
+from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import ConfigError
 
 runner = CliRunner()

@@ -6,7 +6,7 @@ from graph_driver import Loop
 
 from quarantine_assets.config.models import metrics_table
 from quarantine_assets.defs.retention_job import PURGE_JOB
-from quarantine_assets.engine.metrics import record_step
+from quarantine_assets.engine.spark.metrics import record_step
 
 
 def test_every_step_appends_what_it_did_and_the_backlog_after_it_once(spark, warehouse, tmp_path):

@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 from quarantine_assets.cli import app
 from quarantine_assets.defs.definitions import TABLE_CHECKS_JOB, load_definitions
 from quarantine_assets.defs.resources import default_resources, warehouse_resource
-from quarantine_assets.engine.object_store import hadoop_version
-from quarantine_assets.engine.session import DELTA_PACKAGE, spark_config
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.object_store import hadoop_version
+from quarantine_assets.engine.spark.session import DELTA_PACKAGE, spark_config
 from quarantine_assets.errors import QuarantineError
 from quarantine_assets.settings import REPO_ROOT, STORAGE_OPTIONS_VARIABLE
 

@@ -15,9 +15,10 @@ from faults import Killed, kill_once
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine import outbox, recycled, split
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.tables import Warehouse, create_dlq_tables
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark import outbox, recycled, split
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
 
 RULE_POOL = (
     Rule(name="valid_order_id", expression="order_id IS NOT NULL"),

@@ -13,12 +13,12 @@ from pyspark.sql import functions as F
 from test_file_sources import write_csv
 
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.retention import purge_resolved
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.retention import purge_resolved
+from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import ConfigError, OperatorError
 
 CARD, EMAIL = "4111111111111111", "alice@example.com"

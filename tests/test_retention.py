@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from quarantine_assets.cli import app
 from quarantine_assets.defs.keys import INBOX
 from quarantine_assets.defs.retention_job import PURGE_JOB, PURGE_SCHEDULE
-from quarantine_assets.engine.operator import discard_rows
-from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
-from quarantine_assets.engine.retention import purge_resolved
+from quarantine_assets.engine.spark.operator import discard_rows
+from quarantine_assets.engine.spark.outbox import duplicate_outbox_keys, run_outbox
+from quarantine_assets.engine.spark.retention import purge_resolved
 from quarantine_assets.settings import REPO_ROOT
 
 ROWS = [(1, None, 1.0, "EUR"), (2, None, 2.0, "EUR"), (3, None, 3.0, "EUR")]
@@ -146,7 +146,7 @@ def run_purge_job(loop: Loop, dry_run: bool) -> dict:
 
 def test_a_warehouse_folder_named_with_a_backtick_and_a_quote_runs_the_whole_loop(spark, tmp_path):
     """Table paths reach SQL text (MERGE, DELETE, DDL) quoted, whatever the folder is called."""
-    from quarantine_assets.engine.tables import Warehouse
+    from quarantine_assets.engine.lake.tables import Warehouse
 
     warehouse = Warehouse(tmp_path / "ware`house's")
     loop = Loop(spark, warehouse, tmp_path)

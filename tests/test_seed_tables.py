@@ -14,15 +14,15 @@ from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
 from quarantine_assets.defs.keys import INBOX, asset_key
-from quarantine_assets.engine.operator import RowFilter, discard_rows, inbox_row, listing, queue_stats
-from quarantine_assets.engine.tables import (
+from quarantine_assets.engine.lake.dlq_schema import (
     INBOX_CONTEXT_COLUMNS,
     INBOX_CORE_COLUMNS,
     OUTBOX_CONTEXT_COLUMNS,
     OUTBOX_CORE_COLUMNS,
-    Warehouse,
-    upgrade_dlq_tables,
 )
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.dlq_tables import upgrade_dlq_tables
+from quarantine_assets.engine.spark.operator import RowFilter, discard_rows, inbox_row, listing, queue_stats
 
 runner = CliRunner()
 

@@ -14,9 +14,9 @@ import pytest
 from builders import ORDERS_SCHEMA, orders_action
 
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.engine.locate import record_location, source_line
-from quarantine_assets.engine.split import run_split
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.lake.locate import record_location, source_line
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import OperatorError
 
 COLUMNS = ("row_no", "order_id", "amount", "currency")

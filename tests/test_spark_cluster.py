@@ -28,10 +28,9 @@ from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import RECYCLE_JOB, build_definitions
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo_run import run_demo
-from quarantine_assets.engine.operator import fix_rows
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE
-from quarantine_assets.engine.tables import Warehouse
-from quarantine_assets.settings import REPO_ROOT
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.operator import fix_rows
+from quarantine_assets.settings import REPO_ROOT, SPARK_REMOTE_VARIABLE
 
 pytestmark = pytest.mark.e2e
 

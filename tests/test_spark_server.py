@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
-from quarantine_assets.engine.claims import claims
-from quarantine_assets.engine.spark_server import DEFAULT_CONNECT_PORT, TOKEN_VARIABLE, token_file
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.claims import claims
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, TOKEN_VARIABLE, token_file
 from quarantine_assets.errors import QuarantineError
 
 CLI = Path(sys.executable).parent / "quarantine-assets"
@@ -138,7 +138,7 @@ def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path
 
 @pytest.mark.jvm  # starts a server of its own
 def test_a_spark_server_stops_by_itself_once_idle_and_leaves_no_file(tmp_path):
-    from quarantine_assets.engine.spark_server import answers, pid_file
+    from quarantine_assets.engine.spark.spark_server import answers, pid_file
 
     port = _free_port()
     server = subprocess.Popen(

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
 from quarantine_assets.defs.definitions import SPLIT_JOB
-from quarantine_assets.engine.split import run_split, split_batch
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+from quarantine_assets.engine.spark.split import run_split, split_batch
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
 
 
@@ -265,7 +265,7 @@ def test_a_rule_that_reads_the_clock_or_draws_at_random_puts_each_row_in_exactly
 
 def test_a_rerun_after_a_crash_between_the_two_commits_writes_the_first_verdict(spark, warehouse, monkeypatch):
     """The inbox commit of a re-run, even with the clock moved on, holds the rows the first run rejected."""
-    from quarantine_assets.engine import split
+    from quarantine_assets.engine.spark import split
 
     action = orders_action(rules=(Rule(name="judged_now", expression="rand() < 0.5"),))
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
@@ -292,7 +292,7 @@ def test_source_files_gone_after_a_crash_between_the_two_commits_lose_no_row(spa
     import shutil
 
     from quarantine_assets.config.models import FileSource
-    from quarantine_assets.engine import split
+    from quarantine_assets.engine.spark import split
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -322,7 +322,7 @@ def test_source_files_gone_after_a_crash_between_the_two_commits_lose_no_row(spa
 def test_a_delta_source_vacuumed_after_a_crash_between_the_two_commits_loses_no_row(spark, warehouse, monkeypatch):
     """Rules that judge alike each time are not kept in memory, but the rejected rows are still staged
     before the first commit: the re-run writes the inbox from the stage, not from the vacuumed files."""
-    from quarantine_assets.engine import split
+    from quarantine_assets.engine.spark import split
 
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
@@ -365,8 +365,8 @@ def test_a_delta_source_vacuumed_after_a_crash_between_the_two_commits_loses_no_
 def test_only_rules_without_clock_chance_or_function_judge_a_delta_stream_alike_each_time(
     spark, warehouse, expression, alike
 ):
-    from quarantine_assets.engine.rules import passes as rule_passes
-    from quarantine_assets.engine.verdict import judges_alike_each_time
+    from quarantine_assets.engine.spark.rules import passes as rule_passes
+    from quarantine_assets.engine.spark.verdict import judges_alike_each_time
 
     spark.udf.register("qa_test_plus_one", lambda value: (value or 0) + 1, "int")
     action = orders_action()
@@ -393,7 +393,7 @@ def test_a_source_that_skips_files_or_is_not_delta_keeps_its_verdict(
 ):
     """Only a Delta source that fails on a missing or unreadable file is judged again per query."""
     from quarantine_assets.config.models import DeltaSource, FileSource
-    from quarantine_assets.engine.split import _judges_alike
+    from quarantine_assets.engine.spark.split import _judges_alike
 
     action = orders_action()
     spark.createDataFrame([], ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))

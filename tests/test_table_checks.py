@@ -15,18 +15,15 @@ from dagster import AssetSelection, AssetSpec, Definitions, define_asset_job
 from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
 from quarantine_assets.defs.table_checks import dlq_table_checks, source_owner_check
-from quarantine_assets.engine.table_health import LAYOUT, require_healthy_dlq
-from quarantine_assets.engine.tables import (
+from quarantine_assets.engine.lake.dlq_schema import (
     INBOX_CONTEXT_COLUMNS,
     INBOX_CORE_COLUMNS,
-    INBOX_PROPERTIES,
     OUTBOX_CONTEXT_COLUMNS,
     OUTBOX_CORE_COLUMNS,
-    OUTBOX_PROPERTIES,
-    create_dlq_tables,
-    inbox_ddl,
-    outbox_ddl,
 )
+from quarantine_assets.engine.lake.table_health import LAYOUT, require_healthy_dlq
+from quarantine_assets.engine.lake.tables import INBOX_PROPERTIES, OUTBOX_PROPERTIES, inbox_ddl, outbox_ddl
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.errors import MissingTableError, UnhealthyTableError
 
 ACTION = orders_action()
@@ -329,9 +326,9 @@ def test_inspecting_tables_never_starts_a_jvm(spark, warehouse, tmp_path):
         from pathlib import Path
         from pyspark import SparkContext
         from builders import orders_action
-        from quarantine_assets.engine.ownership import source_owner
-        from quarantine_assets.engine.table_health import data_losing_problems
-        from quarantine_assets.engine.tables import Warehouse
+        from quarantine_assets.engine.lake.ownership import source_owner
+        from quarantine_assets.engine.lake.table_health import data_losing_problems
+        from quarantine_assets.engine.lake.tables import Warehouse
 
         warehouse, action = Warehouse(Path({str(warehouse.root)!r})), orders_action()
         assert data_losing_problems(warehouse, action) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quarantine_assets.engine.tables import create_dlq_tables
+from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 
 
 def table_detail(spark, path):

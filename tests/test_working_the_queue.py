@@ -12,7 +12,7 @@ from graph_driver import Loop
 
 from quarantine_assets.config.models import Rule
 from quarantine_assets.defs.keys import INBOX, asset_key
-from quarantine_assets.engine.bulk_fix import (
+from quarantine_assets.engine.spark.bulk_fix import (
     FieldChanges,
     Selection,
     dry_run_fix,
@@ -20,8 +20,8 @@ from quarantine_assets.engine.bulk_fix import (
     redrive_selection,
     required,
 )
-from quarantine_assets.engine.outbox import run_outbox
-from quarantine_assets.engine.recycled import run_recycled
+from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
 from quarantine_assets.errors import OperatorError
 
 AMOUNT_FAILED = "array_contains(_dlq_failed_rules.name, 'non_negative_amount')"

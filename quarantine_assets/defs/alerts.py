@@ -20,7 +20,7 @@ from deltalake.exceptions import TableNotFoundError
 from quarantine_assets.config.models import DataQualityAction, files_table, metrics_table
 from quarantine_assets.defs.resources import WEBHOOK_VARIABLE, AlertWebhook, HealthThresholds, WarehouseResource
 from quarantine_assets.defs.sensors import TICK_SECONDS, sensor_default_status
-from quarantine_assets.engine.alerts import (
+from quarantine_assets.engine.lake.alerts import (
     Alert,
     AlertCursor,
     backlog_alerts,

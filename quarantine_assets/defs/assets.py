@@ -25,11 +25,12 @@ from quarantine_assets.defs.data_checks import (
 )
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, SparkResource, WarehouseResource
-from quarantine_assets.engine.metrics import record_step
-from quarantine_assets.engine.operator import examples_by_rule
-from quarantine_assets.engine.outbox import duplicate_outbox_keys, run_outbox
-from quarantine_assets.engine.recycled import run_recycled
-from quarantine_assets.engine.split import SplitReport, run_split
+from quarantine_assets.engine.lake.dlq_schema import FAILED_RULES, KEY, SOURCE_TABLE
+from quarantine_assets.engine.spark.metrics import record_step
+from quarantine_assets.engine.spark.operator import examples_by_rule
+from quarantine_assets.engine.spark.outbox import duplicate_outbox_keys, run_outbox
+from quarantine_assets.engine.spark.recycled import run_recycled
+from quarantine_assets.engine.spark.split import SplitReport, run_split
 
 # The inbox materialization's examples: a few rows of the run for each of its top failed rules, each cut short.
 EXAMPLE_RULES = 3
@@ -64,7 +65,7 @@ def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
                 asset_key(action, INBOX),
                 description=(
                     f"This action's slice of the DLQ inbox {action.quarantine.dlq_table} "
-                    f"(_dlq_source_table = {action.quarantine.source_table}): rows that failed a rule."
+                    f"({SOURCE_TABLE} = {action.quarantine.source_table}): rows that failed a rule."
                 ),
                 metadata={
                     "dagster/table_name": action.quarantine.dlq_table,
@@ -113,8 +114,8 @@ def _examples(session, tables, action: DataQualityAction, run_id: str, report: S
     lines = ["| failed rule | key | failed rules | payload |", "| --- | --- | --- | --- |"]
     for rule, rows in found.items():
         for row in rows:
-            failed = ", ".join(failure["name"] for failure in row["_dlq_failed_rules"])
-            lines.append(f"| {_cell(rule)} | {_cell(row['_dlq_sk'])} | {_cell(failed)} | {_cell(row['payload'])} |")
+            failed = ", ".join(failure["name"] for failure in row[FAILED_RULES])
+            lines.append(f"| {_cell(rule)} | {_cell(row[KEY])} | {_cell(failed)} | {_cell(row['payload'])} |")
     return {"examples": MetadataValue.md("\n".join(lines))} if len(lines) > 2 else {}
 
 

@@ -5,11 +5,12 @@ from typing import Optional
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue
 
+from quarantine_assets.commands import FILES_COMMAND
 from quarantine_assets.config.models import DataQualityAction, FileSource
 from quarantine_assets.defs.keys import INBOX, OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds
-from quarantine_assets.engine.recycled import RecycleReport
-from quarantine_assets.engine.split import SplitReport
+from quarantine_assets.engine.spark.recycled import RecycleReport
+from quarantine_assets.engine.spark.split import SplitReport
 
 ROWS_ACCOUNTED_FOR = "rows_accounted_for"
 REJECT_RATE = "reject_rate"
@@ -54,7 +55,7 @@ def split_check_specs(action: DataQualityAction) -> list[AssetCheckSpec]:
                 SOURCE_FILES_READ,
                 asset=inbox,
                 description="Every source file of the run could be read; those that could not are set aside whole "
-                "(`quarantine-assets files`), to be redriven once fixed.",
+                f"(`{FILES_COMMAND}`), to be redriven once fixed.",
             )
         ]
         if isinstance(action.source, FileSource)

@@ -5,8 +5,8 @@ from dagster import AssetObservation, Config, JobDefinition, MetadataValue, OpEx
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.erasure import forget_subject
-from quarantine_assets.engine.operator import action_for_source
+from quarantine_assets.engine.spark.erasure import forget_subject
+from quarantine_assets.engine.spark.operator import action_for_source
 
 FORGET_JOB = "dlq_forget"
 

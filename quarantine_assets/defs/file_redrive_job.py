@@ -6,8 +6,8 @@ from dagster import AssetObservation, Config, JobDefinition, OpExecutionContext,
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.file_redrive import redrive_file
-from quarantine_assets.engine.operator import action_for_source
+from quarantine_assets.engine.spark.file_redrive import redrive_file
+from quarantine_assets.engine.spark.operator import action_for_source
 
 REDRIVE_FILE_JOB = "dlq_redrive_file"
 

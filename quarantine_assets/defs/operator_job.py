@@ -9,8 +9,8 @@ from dagster import Config, JobDefinition, OpExecutionContext, job, op
 from quarantine_assets import codes
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
-from quarantine_assets.engine.operator import action_for_source, discard_rows, parse_json_object
+from quarantine_assets.engine.spark.bulk_fix import DryRun, FieldChanges, FixCommand, apply_fix, field_expressions
+from quarantine_assets.engine.spark.operator import action_for_source, discard_rows, parse_json_object
 from quarantine_assets.errors import OperatorError
 
 OPERATOR_JOB = "dlq_operator"

@@ -2,21 +2,22 @@
 
 import json
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import requests
 from dagster import ConfigurableResource, EnvVar
 from dagster_deltalake import AzureConfig, DeltaTableResource, GcsConfig, LocalConfig, S3Config
 from dagster_deltalake.config import ClientConfig
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError
-from pyspark.sql import SparkSession
 
 from quarantine_assets import codes
-from quarantine_assets.engine.alerts import Alert
-from quarantine_assets.engine.session import SPARK_REMOTE_VARIABLE, spark_session
-from quarantine_assets.engine.tables import Warehouse
+from quarantine_assets.engine.lake.alerts import Alert
+from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.errors import QuarantineError
-from quarantine_assets.settings import STORAGE_OPTIONS_VARIABLE, default_warehouse
+from quarantine_assets.settings import SPARK_REMOTE_VARIABLE, STORAGE_OPTIONS_VARIABLE, default_warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 StorageOptions = Annotated[LocalConfig | S3Config | AzureConfig | GcsConfig, Field(discriminator="provider")]
 # The fields of dagster-deltalake's storage configs that hold a credential: a resource shows its config in the
@@ -165,10 +166,13 @@ class SparkResource(ConfigurableResource):
         description=f"A Spark Connect URL (sc://host:port), `local` (a local server started on first use and kept "
         f"warm) or `embedded` (a JVM in the run's process); unset: {SPARK_REMOTE_VARIABLE}, else `local`.",
     )
-    _session: SparkSession | None = PrivateAttr(default=None)
+    _session: Any = PrivateAttr(default=None)  # a pyspark SparkSession: pyspark is imported on first use
 
-    def spark_session(self, warehouse: Warehouse) -> SparkSession:
+    def spark_session(self, warehouse: Warehouse) -> "SparkSession":
         if self._session is None:
+            # Here, not at import: the sensors and table checks that share this module run without pyspark.
+            from quarantine_assets.engine.spark.session import spark_session
+
             self._session = spark_session(warehouse, self.remote)
         return self._session
 

@@ -20,8 +20,8 @@ from quarantine_assets.defs.assets import dlq_pool
 from quarantine_assets.defs.erasure_job import file_removal_metadata
 from quarantine_assets.defs.keys import INBOX, asset_key
 from quarantine_assets.defs.resources import SparkResource, WarehouseResource
-from quarantine_assets.engine.metrics import record_step
-from quarantine_assets.engine.retention import PurgeReport, purge_resolved
+from quarantine_assets.engine.spark.metrics import record_step
+from quarantine_assets.engine.spark.retention import PurgeReport, purge_resolved
 
 PURGE_JOB = "dlq_purge"
 PURGE_SCHEDULE = "dlq_purge_daily"

@@ -17,7 +17,7 @@ from deltalake.exceptions import TableNotFoundError
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
-from quarantine_assets.engine.inbox_feed import fixed_since
+from quarantine_assets.engine.lake.inbox_feed import fixed_since
 
 TICK_SECONDS = 5
 

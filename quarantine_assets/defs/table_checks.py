@@ -18,8 +18,9 @@ from dagster import (
 from quarantine_assets.config.models import DataQualityAction
 from quarantine_assets.defs.keys import INBOX, OUTBOX, asset_key
 from quarantine_assets.defs.resources import WarehouseResource
-from quarantine_assets.engine.ownership import SINGLE_SOURCE_OWNER, source_owner
-from quarantine_assets.engine.table_health import (
+from quarantine_assets.engine.lake.dlq_schema import CLUSTERING_COLUMN
+from quarantine_assets.engine.lake.ownership import SINGLE_SOURCE_OWNER, source_owner
+from quarantine_assets.engine.lake.table_health import (
     CHANGE_DATA_FEED,
     DELETION_VECTORS,
     INBOX_ROLE,
@@ -34,7 +35,7 @@ from quarantine_assets.engine.table_health import (
     outbox_exists,
     run_check,
 )
-from quarantine_assets.engine.tables import CLUSTERING_COLUMN, Warehouse
+from quarantine_assets.engine.lake.tables import Warehouse
 
 Evaluate = Callable[[Warehouse], Finding]
 

@@ -1,0 +1,48 @@
+"""The DLQ's tables created and upgraded in place, through Spark SQL (their DDL is rendered in
+`engine.lake.tables`)."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from quarantine_assets.config.models import claims_table, files_table, metrics_table, outbox_table
+from quarantine_assets.engine.lake.dlq_schema import INBOX_CONTEXT_COLUMNS, OUTBOX_CONTEXT_COLUMNS
+from quarantine_assets.engine.lake.tables import (
+    Warehouse,
+    claims_ddl,
+    files_ddl,
+    inbox_ddl,
+    metrics_ddl,
+    missing_context_columns,
+    outbox_ddl,
+    table_reference,
+)
+
+
+def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> dict[str, list[str]]:
+    """Add the context columns an inbox or outbox lacks, in place: `ALTER TABLE ... ADD COLUMNS` rewrites no data."""
+    added = {}
+    for table, context_columns in (
+        (dlq_table, INBOX_CONTEXT_COLUMNS),
+        (outbox_table(dlq_table), OUTBOX_CONTEXT_COLUMNS),
+    ):
+        missing = missing_context_columns(set(warehouse.delta_table(table).schema().to_arrow().names), context_columns)
+        if missing:
+            columns = ", ".join(f"{name} {sql_type}" for name, sql_type in missing.items())
+            spark.sql(f"ALTER TABLE {table_reference(warehouse.path(table))} ADD COLUMNS ({columns})")
+        added[table] = list(missing)
+    return added
+
+
+def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> None:
+    """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
+    tables = (
+        (dlq_table, inbox_ddl),
+        (outbox_table(dlq_table), outbox_ddl),
+        (claims_table(dlq_table), claims_ddl),
+        (metrics_table(dlq_table), metrics_ddl),
+        (files_table(dlq_table), files_ddl),
+    )
+    for table, ddl in tables:
+        if not warehouse.is_delta_table(table):
+            spark.sql(ddl(warehouse, dlq_table))

@@ -1,0 +1,240 @@
+"""The outbox: fixed rows from the inbox change feed, appended once per (key, attempt) to the recycled ledger."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.lake.dlq_columns import DlqColumns
+from quarantine_assets.engine.lake.dlq_schema import (
+    ATTEMPT,
+    FIXED_AT,
+    KEY,
+    OWNER,
+    RECYCLED_AT,
+    ROW_DATA,
+    RUN_ID,
+    SOURCE_TABLE,
+    STATUS,
+    UPDATED_AT,
+    UPDATED_BY,
+)
+from quarantine_assets.engine.lake.statuses import FIXED, POST_IMAGES, RECYCLED
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.claims import before_writing
+from quarantine_assets.engine.spark.commits import append_to_dlq_table
+from quarantine_assets.engine.spark.inbox import attempt_column, same_attempt
+from quarantine_assets.engine.spark.merge import merge_into, when_matched_update
+from quarantine_assets.engine.spark.payload_types import sql_string
+from quarantine_assets.engine.spark.streams import run_action_stream, writer_id
+
+OUTBOX_STREAM = "outbox"
+_ROW = (KEY, SOURCE_TABLE)
+# Spark's and Delta's conditions for a data or change file listed in the log but gone from storage.
+_CHANGES_VACUUMED = re.compile(r"\[(FAILED_READ_FILE\.FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND)\]")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OutboxReport:
+    batches: int = 0
+    rows_sent: int = 0  # fixed rows handed to the outbox in this run
+    warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
+
+
+def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
+    """The last image per key in this batch, kept only if that image is `fixed`, with the time of that
+    fix (`FIXED_AT`, the image's `_dlq_updated_at`; NULL where the inbox has no such column).
+
+    Taking the last image first means a row fixed twice is sent once, with its last payload,
+    and a row fixed then discarded is not sent at all.
+    """
+    latest_first = Window.partitionBy(KEY).orderBy(F.col("_commit_version").desc())
+    attempt = F.coalesce(F.col(ATTEMPT), F.lit(1)) if ATTEMPT in changes.columns else F.lit(1)
+    fixed_at = F.col(UPDATED_AT) if UPDATED_AT in changes.columns else F.lit(None).cast("timestamp")
+    return (
+        changes.where(F.col("_change_type").isin(*POST_IMAGES) & (F.col(SOURCE_TABLE) == source_table))
+        .withColumn("_image_rank", F.row_number().over(latest_first))
+        .where((F.col("_image_rank") == 1) & (F.col(STATUS) == FIXED))
+        .select(KEY, SOURCE_TABLE, ROW_DATA, attempt.alias(ATTEMPT), fixed_at.alias(FIXED_AT))
+    )
+
+
+def send_batch_to_outbox(
+    spark: SparkSession,
+    changes: DataFrame,
+    batch_id: int,
+    stream_id: str,
+    action: DataQualityAction,
+    warehouse: Warehouse,
+    columns: DlqColumns,
+    run_id: str,
+) -> OutboxReport:
+    """Mark the batch's fixed rows recycled in the inbox, then append the rows marked to the outbox.
+
+    The MERGE moves a row only while it is the image this batch read (the same `_dlq_updated_at`): a row
+    fixed again meanwhile stays `fixed`, and a later batch sends it with its last payload. The append
+    sends exactly the rows this batch's MERGE marked (each tagged with the batch), idempotent on (stream,
+    batch): a re-run after a crash between the two finds them marked and appends them; a replay adds nothing.
+    """
+    source_table = action.quarantine.source_table
+    inbox_path = warehouse.path(action.quarantine.inbox_table)
+    tag = f"{OUTBOX_STREAM}:{stream_id}:{batch_id}"
+    fixed = latest_fixed(changes, source_table).persist()
+    try:
+        if fixed.isEmpty():  # changes without a fixed row leave both tables alone
+            return OutboxReport(batches=1)
+        _mark_recycled(spark, inbox_path, fixed, source_table, columns, run_id, tag)
+        marked = fixed.join(_recycled_by(spark, inbox_path, source_table, columns, tag), list(_ROW), "semi")
+        outbox_rows = marked.select(
+            *_ROW,
+            ROW_DATA,
+            F.current_timestamp().alias(RECYCLED_AT),
+            ATTEMPT,
+            F.lit(action.owner).alias(OWNER),
+            FIXED_AT,
+        )
+        sent = append_to_dlq_table(
+            spark,
+            outbox_rows,
+            warehouse,
+            action.quarantine.outbox_table,
+            writer_id(action, OUTBOX_STREAM, stream_id),
+            batch_id,
+        )
+    finally:
+        fixed.unpersist()
+    return OutboxReport(batches=1, rows_sent=sent)
+
+
+def _mark_recycled(
+    spark: SparkSession,
+    inbox_path: str,
+    fixed: DataFrame,
+    source_table: str,
+    columns: DlqColumns,
+    run_id: str,
+    tag: str,
+) -> None:
+    values = {
+        STATUS: f"'{RECYCLED}'",
+        RUN_ID: sql_string(run_id),
+        UPDATED_AT: "current_timestamp()",
+        UPDATED_BY: sql_string(tag),
+    }
+    still_that_fix = f" AND dlq.{UPDATED_AT} <=> new.{FIXED_AT}" if UPDATED_AT in columns.inbox else ""
+    merge_into(
+        inbox_path,
+        fixed,
+        same_attempt("dlq", "new", source_table, columns),
+        [when_matched_update(f"dlq.{STATUS} = '{FIXED}'{still_that_fix}", columns.inbox_values(values))],
+    )
+
+
+def _recycled_by(spark: SparkSession, inbox_path: str, source_table: str, columns: DlqColumns, tag: str) -> DataFrame:
+    """The keys of the inbox rows the outbox batch `tag` marked recycled. Only the outbox marks a row
+    recycled, one batch at a time, and a recycled row changes no more until the recycled step settles it
+    from the outbox: where the inbox keeps no tag, a fixed row of the batch now recycled was marked by it."""
+    inbox = spark.read.format("delta").load(inbox_path)
+    marked = (F.col(SOURCE_TABLE) == source_table) & (F.col(STATUS) == RECYCLED)
+    if UPDATED_BY in columns.inbox:
+        marked &= F.col(UPDATED_BY) == tag
+    return inbox.where(marked).select(*_ROW)
+
+
+def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> OutboxReport:
+    """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
+    columns = before_writing(spark, warehouse, action, by=run_id)
+
+    def process(changes: DataFrame, batch_id: int, stream_id: str) -> OutboxReport:
+        return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, columns, run_id)
+
+    inbox = warehouse.path(action.quarantine.inbox_table)
+    warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
+
+    def changes() -> DataFrame:
+        return spark.readStream.format("delta").option("readChangeFeed", "true").load(inbox)
+
+    if not warehouse.checkpoint_started(action.key, OUTBOX_STREAM):
+        _unmark_unsent(spark, warehouse, action, columns, run_id)
+    try:
+        return run_action_stream(changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
+    except Exception as error:
+        if not _CHANGES_VACUUMED.search(str(error)):
+            raise
+    # The change files this checkpoint still had to read were vacuumed. Every row that waits to be sent is
+    # `fixed` in the inbox as it is now, and a stream without a checkpoint starts with that snapshot.
+    warehouse.remove_checkpoint(action.key, OUTBOX_STREAM)
+    _unmark_unsent(spark, warehouse, action, columns, run_id)
+    restarted = (
+        f"the change feed of {action.quarantine.inbox_table} was vacuumed before the outbox of {action.name} "
+        "read it; the outbox started again from the inbox as it is now and sent every row that is fixed"
+    )
+    log.warning(restarted)
+    return run_action_stream(
+        changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=[*warnings, restarted])
+    )
+
+
+def _unmark_unsent(
+    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, columns: DlqColumns, run_id: str
+) -> None:
+    """Before a stream starts again from the inbox's snapshot, which sends `fixed` rows only: rows an outbox
+    batch marked recycled and never appended (a crash between its two commits), whose batch the lost
+    checkpoint will not replay, are `fixed` again, as they were, and go with the first batch."""
+    if UPDATED_BY not in columns.inbox:
+        return
+    source_table = action.quarantine.source_table
+    inbox_path = warehouse.path(action.quarantine.inbox_table)
+    marked = (
+        spark.read.format("delta")
+        .load(inbox_path)
+        .alias("marked")
+        .where(
+            (F.col(SOURCE_TABLE) == source_table)
+            & (F.col(STATUS) == RECYCLED)
+            & F.startswith(UPDATED_BY, F.lit(f"{OUTBOX_STREAM}:"))
+        )
+        .select(*_ROW, attempt_column(columns, "marked").alias(ATTEMPT), UPDATED_BY)
+    )
+    sent = (
+        spark.read.format("delta")
+        .load(warehouse.path(action.quarantine.outbox_table))
+        .alias("sent")
+        .select(*_ROW, attempt_column(columns, "sent").alias(ATTEMPT))
+    )
+    unsent = marked.join(sent, [*_ROW, ATTEMPT], "left_anti")
+    if unsent.isEmpty():  # as nearly always: no commit, which a sensor would take for news
+        return
+    values = {
+        STATUS: f"'{FIXED}'",
+        RUN_ID: sql_string(run_id),
+        UPDATED_AT: "current_timestamp()",
+        UPDATED_BY: f"'{OUTBOX_STREAM}'",
+    }
+    still_marked = f"dlq.{STATUS} = '{RECYCLED}' AND dlq.{UPDATED_BY} = new.{UPDATED_BY}"
+    merge_into(
+        inbox_path,
+        unsent,
+        same_attempt("dlq", "new", source_table, columns),
+        [when_matched_update(still_marked, columns.inbox_values(values))],
+    )
+
+
+def duplicate_outbox_keys(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction) -> int:
+    """Keys sent to the outbox more than once for the same attempt (for the same key, where the
+    outbox does not count attempts): each would recycle twice."""
+    outbox = spark.read.format("delta").load(warehouse.path(action.quarantine.outbox_table))
+    sent_once_by = [KEY, ATTEMPT] if ATTEMPT in outbox.columns else [KEY]
+    return (
+        outbox.where(F.col(SOURCE_TABLE) == action.quarantine.source_table)
+        .groupBy(*sent_once_by)
+        .count()
+        .where(F.col("count") > 1)
+        .count()
+    )
