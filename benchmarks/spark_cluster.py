@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "e2e")]
 
 from harness import write_results  # noqa: E402
 from spark_cluster import spark_standalone  # noqa: E402

@@ -52,13 +52,13 @@ def _instance() -> DagsterInstance:
 def run_demo(console: Console, batches: int, project: Project, warehouse_root: str) -> None:
     started = time.perf_counter()
     resources = default_resources(warehouse_root)
-    tables: Warehouse = resources["warehouse"].warehouse
-    landing = _local_folder(tables.root) / LANDING
+    warehouse: Warehouse = resources["warehouse"].warehouse
+    landing = _local_folder(warehouse.root) / LANDING
     # The run's steps attach to the same Spark through the resource.
-    spark = resources["spark"].spark_session(tables)
+    spark = resources["spark"].spark_session(warehouse)
     jvm_seconds = time.perf_counter() - started
     for dlq_table in project.dlq_tables:
-        create_dlq_tables(spark, tables, dlq_table)
+        create_dlq_tables(spark, warehouse, dlq_table)
     for _ in range(batches):
         generated = generate_batch(landing, next_batch_number(landing))
         console.print(
@@ -84,15 +84,15 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: s
     slice_rows = {
         (dlq_table, row[SOURCE_TABLE]): row["count"]
         for dlq_table in project.dlq_tables
-        for row in spark.read.format("delta").load(tables.path(dlq_table)).groupBy(SOURCE_TABLE).count().collect()
+        for row in spark.read.format("delta").load(warehouse.path(dlq_table)).groupBy(SOURCE_TABLE).count().collect()
     }
     for action in project.actions:
-        validated_path = tables.path(action.target_table)
+        validated_path = warehouse.path(action.target_table)
         validated_rows = spark.read.format("delta").load(validated_path).count()
         table.add_row(f"{action.key}/validated", action.target_table, validated_path, str(validated_rows))
         if action.quarantine is not None:
             rows = slice_rows.get((action.quarantine.dlq_table, action.quarantine.source_table), 0)
-            inbox_path = tables.path(action.quarantine.dlq_table)
+            inbox_path = warehouse.path(action.quarantine.dlq_table)
             table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, inbox_path, str(rows))
     console.print(table)
     total = time.perf_counter() - started

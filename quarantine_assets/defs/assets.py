@@ -104,13 +104,13 @@ def _reported(context: AssetExecutionContext, warnings: list[str]) -> dict:
     return {"dlq_warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings))} if warnings else {}
 
 
-def _examples(session, tables, action: DataQualityAction, run_id: str, report: SplitReport) -> dict:
+def _examples(session, warehouse, action: DataQualityAction, run_id: str, report: SplitReport) -> dict:
     """A few rows of this run per top failed rule, as a table: what failed, without a shell. The payload is the
     inbox's, whose sensitive columns the split already masked."""
     top = [name for name, count in report.failures_per_rule.most_common(EXAMPLE_RULES) if count]
     if not report.rows_quarantined or not top:
         return {}
-    found = examples_by_rule(session, tables, action, run_id, top, EXAMPLES_PER_RULE)
+    found = examples_by_rule(session, warehouse, action, run_id, top, EXAMPLES_PER_RULE)
     lines = ["| failed rule | key | failed rules | payload |", "| --- | --- | --- | --- |"]
     for rule, rows in found.items():
         for row in rows:
@@ -141,25 +141,24 @@ def split_asset(action: DataQualityAction):
         warehouse: WarehouseResource,
         thresholds: HealthThresholds,
     ) -> Iterator[MaterializeResult | AssetCheckResult]:
-        tables = warehouse.warehouse
-        session = spark.spark_session(tables)
-        report = run_split(session, action, tables, context.run.run_id)
+        session = spark.spark_session(warehouse.warehouse)
+        report = run_split(session, action, warehouse.warehouse, context.run.run_id)
         metadata = _split_metadata(action, report) | _reported(context, report.warnings)
         yield MaterializeResult(
             asset_key=asset_key(action, VALIDATED),
-            metadata=metadata | {"path": MetadataValue.path(str(tables.path(action.target_table)))},
+            metadata=metadata | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.target_table)))},
         )
         if action.quarantine is not None:
-            examples = _examples(session, tables, action, context.run.run_id, report)
+            examples = _examples(session, warehouse.warehouse, action, context.run.run_id, report)
             yield MaterializeResult(
                 asset_key=asset_key(action, INBOX),
                 metadata=metadata
                 | examples
-                | {"path": MetadataValue.path(str(tables.path(action.quarantine.dlq_table)))},
+                | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.quarantine.dlq_table)))},
             )
             backlog = record_step(
                 session,
-                tables,
+                warehouse.warehouse,
                 action,
                 context.run.run_id,
                 "split",
@@ -194,18 +193,17 @@ def outbox_asset(action: DataQualityAction):
         **_common(action),
     )
     def outbox(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
-        tables = warehouse.warehouse
-        session = spark.spark_session(tables)
-        report = run_outbox(session, action, tables, context.run.run_id)
-        record_step(session, tables, action, context.run.run_id, "outbox", {"sent": report.rows_sent})
+        session = spark.spark_session(warehouse.warehouse)
+        report = run_outbox(session, action, warehouse.warehouse, context.run.run_id)
+        record_step(session, warehouse.warehouse, action, context.run.run_id, "outbox", {"sent": report.rows_sent})
         return MaterializeResult(
             metadata={
                 "batches": report.batches,
                 "rows_sent": report.rows_sent,
-                "path": MetadataValue.path(str(tables.path(quarantine.outbox_table))),
+                "path": MetadataValue.path(str(warehouse.warehouse.path(quarantine.outbox_table))),
             }
             | _reported(context, report.warnings),
-            check_results=[outbox_check_result(action, duplicate_outbox_keys(session, tables, action))],
+            check_results=[outbox_check_result(action, duplicate_outbox_keys(session, warehouse.warehouse, action))],
         )
 
     return outbox
@@ -230,16 +228,15 @@ def recycled_asset(action: DataQualityAction):
         **_common(action),
     )
     def recycled(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
-        tables = warehouse.warehouse
-        session = spark.spark_session(tables)
-        report = run_recycled(session, action, tables, context.run.run_id)
+        session = spark.spark_session(warehouse.warehouse)
+        report = run_recycled(session, action, warehouse.warehouse, context.run.run_id)
         outcomes = {
             "landed": report.rows_landed,
             "requarantined": report.rows_requarantined,
             "exhausted": report.rows_exhausted,
             "already_landed": report.rows_already_landed,
         }
-        record_step(session, tables, action, context.run.run_id, "recycled", outcomes)
+        record_step(session, warehouse.warehouse, action, context.run.run_id, "recycled", outcomes)
         return MaterializeResult(
             metadata={
                 "batches": report.batches,

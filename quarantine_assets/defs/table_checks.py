@@ -56,7 +56,7 @@ def dlq_table_checks(action: DataQualityAction) -> list[AssetChecksDefinition]:
         return []
     dlq_table, outbox_table = action.quarantine.dlq_table, action.quarantine.outbox_table
     inbox_checks = _table_checks(dlq_table, INBOX_ROLE)
-    inbox_checks[OUTBOX_EXISTS] = lambda tables: outbox_exists(tables, dlq_table)
+    inbox_checks[OUTBOX_EXISTS] = lambda warehouse: outbox_exists(warehouse, dlq_table)
     return [
         _checks(f"{action.key}_inbox_checks", asset_key(action, INBOX), inbox_checks),
         _checks(f"{action.key}_outbox_checks", asset_key(action, OUTBOX), _table_checks(outbox_table, OUTBOX_ROLE)),
@@ -72,13 +72,13 @@ def source_owner_check(action: DataQualityAction) -> AssetChecksDefinition:
     return _checks(
         f"{action.key}_source_owner_check",
         asset_key(action, INBOX),
-        {SINGLE_SOURCE_OWNER: lambda tables: source_owner(tables, action)},
+        {SINGLE_SOURCE_OWNER: lambda warehouse: source_owner(warehouse, action)},
     )
 
 
 def _table_checks(table: str, role: DlqRole) -> dict[str, Evaluate]:
     def evaluate(check: str) -> Evaluate:
-        return lambda tables: run_check(tables, table, role, check)
+        return lambda warehouse: run_check(warehouse, table, role, check)
 
     return {check: evaluate(check) for check in checks_for(role)}
 
@@ -99,9 +99,9 @@ def _checks(name: str, key: AssetKey, evaluations: dict[str, Evaluate]) -> Asset
     return checks
 
 
-def _result(spec: AssetCheckSpec, evaluate: Evaluate, tables: Warehouse) -> AssetCheckResult:
+def _result(spec: AssetCheckSpec, evaluate: Evaluate, warehouse: Warehouse) -> AssetCheckResult:
     started = time.perf_counter()
-    finding = evaluate(tables)
+    finding = evaluate(warehouse)
     elapsed_ms = (time.perf_counter() - started) * 1000
     return AssetCheckResult(
         asset_key=spec.asset_key,

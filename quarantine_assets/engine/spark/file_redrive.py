@@ -34,8 +34,8 @@ from quarantine_assets.engine.spark.merge import merge_into, when_matched_update
 from quarantine_assets.engine.spark.operational_metadata import with_view_columns
 from quarantine_assets.engine.spark.parse_errors import record_parsing
 from quarantine_assets.engine.spark.source import ONE_FILE_PER_TASK, read_source_files
-from quarantine_assets.engine.spark.split import split_batch
-from quarantine_assets.engine.spark.streams import session_conf
+from quarantine_assets.engine.spark.split import SPLIT_STREAM, split_batch
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun, session_conf
 from quarantine_assets.errors import OperatorError, QuarantineError
 
 
@@ -80,7 +80,8 @@ def _redrive(
     rows = with_view_columns(source_rows, action.operational_metadata)
     columns = before_writing(spark, warehouse, action, by=by)
     with session_conf(spark, ONE_FILE_PER_TASK if SOURCE_POSITION in columns.inbox else {}):
-        report = split_batch(spark, rows, 0, f"file-{record[KEY]}", action, warehouse, by, parsing)
+        commit = BatchCommit.of(action, SPLIT_STREAM, f"file-{record[KEY]}", 0)
+        report = split_batch(StageRun(spark, action, warehouse, by), rows, commit, parsing)
     redriven = {"validated": report.rows_validated, "quarantined": report.rows_quarantined}
     marked = spark.createDataFrame([(record[KEY], redriven)], f"{KEY} STRING, rows MAP<STRING, BIGINT>")
     assignments = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from quarantine_assets.engine.spark.commits import append_to_dlq_table
 from quarantine_assets.engine.spark.inbox import attempt_column, same_attempt
 from quarantine_assets.engine.spark.merge import merge_into, when_matched_update
 from quarantine_assets.engine.spark.payload_types import sql_string
-from quarantine_assets.engine.spark.streams import run_action_stream, writer_id
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun, run_action_stream
 
 OUTBOX_STREAM = "outbox"
 _ROW = (KEY, SOURCE_TABLE)
@@ -65,16 +66,7 @@ def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
     )
 
 
-def send_batch_to_outbox(
-    spark: SparkSession,
-    changes: DataFrame,
-    batch_id: int,
-    stream_id: str,
-    action: DataQualityAction,
-    warehouse: Warehouse,
-    columns: DlqColumns,
-    run_id: str,
-) -> OutboxReport:
+def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit) -> OutboxReport:
     """Mark the batch's fixed rows recycled in the inbox, then append the rows marked to the outbox.
 
     The MERGE moves a row only while it is the image this batch read (the same `_dlq_updated_at`): a row
@@ -82,9 +74,10 @@ def send_batch_to_outbox(
     sends exactly the rows this batch's MERGE marked (each tagged with the batch), idempotent on (stream,
     batch): a re-run after a crash between the two finds them marked and appends them; a replay adds nothing.
     """
+    spark, action, warehouse, columns, run_id = run.spark, run.action, run.warehouse, run.columns, run.run_id
     source_table = action.quarantine.source_table
     inbox_path = warehouse.path(action.quarantine.inbox_table)
-    tag = f"{OUTBOX_STREAM}:{stream_id}:{batch_id}"
+    tag = f"{OUTBOX_STREAM}:{commit.stream_id}:{commit.batch_id}"
     fixed = latest_fixed(changes, source_table).persist()
     try:
         if fixed.isEmpty():  # changes without a fixed row leave both tables alone
@@ -100,12 +93,7 @@ def send_batch_to_outbox(
             FIXED_AT,
         )
         sent = append_to_dlq_table(
-            spark,
-            outbox_rows,
-            warehouse,
-            action.quarantine.outbox_table,
-            writer_id(action, OUTBOX_STREAM, stream_id),
-            batch_id,
+            spark, outbox_rows, warehouse, action.quarantine.outbox_table, commit.writer, commit.batch_id
         )
     finally:
         fixed.unpersist()
@@ -151,8 +139,8 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     """Read the inbox change feed from this action's checkpoint on; never re-read a snapshot."""
     columns = before_writing(spark, warehouse, action, by=run_id)
 
-    def process(changes: DataFrame, batch_id: int, stream_id: str) -> OutboxReport:
-        return send_batch_to_outbox(spark, changes, batch_id, stream_id, action, warehouse, columns, run_id)
+    run = StageRun(spark, action, warehouse, run_id, columns)
+    process = functools.partial(send_batch_to_outbox, run)
 
     inbox = warehouse.path(action.quarantine.inbox_table)
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
@@ -163,7 +151,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
     if not warehouse.checkpoint_started(action.key, OUTBOX_STREAM):
         _unmark_unsent(spark, warehouse, action, columns, run_id)
     try:
-        return run_action_stream(changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
+        return run_action_stream(run, changes(), OUTBOX_STREAM, process, OutboxReport(warnings=warnings))
     except Exception as error:
         if not _CHANGES_VACUUMED.search(str(error)):
             raise
@@ -176,9 +164,7 @@ def run_outbox(spark: SparkSession, action: DataQualityAction, warehouse: Wareho
         "read it; the outbox started again from the inbox as it is now and sent every row that is fixed"
     )
     log.warning(restarted)
-    return run_action_stream(
-        changes(), action, warehouse, OUTBOX_STREAM, process, OutboxReport(warnings=[*warnings, restarted])
-    )
+    return run_action_stream(run, changes(), OUTBOX_STREAM, process, OutboxReport(warnings=[*warnings, restarted]))
 
 
 def _unmark_unsent(

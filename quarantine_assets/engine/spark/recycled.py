@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -38,7 +39,7 @@ from quarantine_assets.engine.spark.operational_metadata import with_table_colum
 from quarantine_assets.engine.spark.payload_types import PAYLOAD, payload_type_failures, sql_string, typed_columns
 from quarantine_assets.engine.spark.redaction import holds_clear_values, redacted_payload
 from quarantine_assets.engine.spark.rules import applicable_rules, error_details, failed_rules_column
-from quarantine_assets.engine.spark.streams import run_action_stream, writer_id
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun, run_action_stream, writer_id
 from quarantine_assets.engine.spark.validated import payload_schema, validated_schema
 from quarantine_assets.engine.spark.verdict import judged_once
 from quarantine_assets.errors import DataQualityFailure
@@ -61,16 +62,7 @@ class RecycleReport:
     warnings: list[str] = field(default_factory=list)  # what this DLQ loses without its missing context columns
 
 
-def recycle_batch(
-    spark: SparkSession,
-    outbox_rows: DataFrame,
-    batch_id: int,
-    stream_id: str,
-    action: DataQualityAction,
-    warehouse: Warehouse,
-    columns: DlqColumns,
-    run_id: str,
-) -> RecycleReport:
+def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) -> RecycleReport:
     """Re-validate a batch of outbox rows; each passing row lands in the validated table once.
 
     Three commits, each safe to repeat: a MERGE settles the failing rows (back to quarantined, or
@@ -82,6 +74,8 @@ def recycle_batch(
     sensitive columns, the first MERGE redacts the values the fix supplied in the inbox row, and a last one
     in the batch's outbox rows, once nothing of the batch needs them.
     """
+    spark, action, warehouse, columns, run_id = run.spark, run.action, run.warehouse, run.columns, run.run_id
+    batch_id = commit.batch_id
     schema = validated_schema(spark, warehouse, action)
     rows = outbox_rows.alias("out").where(F.col(SOURCE_TABLE) == action.quarantine.source_table)
     typed = judged_payloads(
@@ -95,7 +89,7 @@ def recycle_batch(
     # Judged once for the MERGEs, the landing join and the append: a rule that reads the clock or is not
     # deterministic cannot settle a row one way and land it the other.
     with judged_once(typed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), action.rules))) as judged:
-        landing = Landing(action, stream_id, batch_id)
+        landing = Landing(action, commit.stream_id, batch_id)
         inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
         outcomes = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing).persist()
@@ -386,9 +380,6 @@ def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Ware
     """Re-validate every outbox row this action's checkpoint has not seen; each lands once."""
     columns = before_writing(spark, warehouse, action, by=run_id)
 
-    def process(outbox_rows: DataFrame, batch_id: int, stream_id: str) -> RecycleReport:
-        return recycle_batch(spark, outbox_rows, batch_id, stream_id, action, warehouse, columns, run_id)
-
     # The outbox is appended to; its only other commits are erasures, which delete rows that landed already.
     outbox = (
         spark.readStream.format("delta")
@@ -396,4 +387,7 @@ def run_recycled(spark: SparkSession, action: DataQualityAction, warehouse: Ware
         .load(warehouse.path(action.quarantine.outbox_table))
     )
     warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
-    return run_action_stream(outbox, action, warehouse, RECYCLED_STREAM, process, RecycleReport(warnings=warnings))
+    run = StageRun(spark, action, warehouse, run_id, columns)
+    return run_action_stream(
+        run, outbox, RECYCLED_STREAM, functools.partial(recycle_batch, run), RecycleReport(warnings=warnings)
+    )

@@ -42,7 +42,7 @@ from quarantine_assets.engine.spark.rules import (
 )
 from quarantine_assets.engine.spark.sensitive_columns import sensitive_column_problems
 from quarantine_assets.engine.spark.source import ONE_FILE_PER_TASK, read_source_stream, with_delta_file_context
-from quarantine_assets.engine.spark.streams import run_action_stream, writer_id
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun, run_action_stream, writer_id
 from quarantine_assets.engine.spark.validated import added_columns, create_validated_table
 from quarantine_assets.engine.spark.verdict import (
     VerdictCounts,
@@ -94,13 +94,9 @@ class SplitReport:
 
 
 def split_batch(
-    spark: SparkSession,
+    run: StageRun,
     batch: DataFrame,
-    batch_id: int,
-    stream_id: str,
-    action: DataQualityAction,
-    warehouse: Warehouse,
-    run_id: str,
+    commit: BatchCommit,
     parsing: RecordParsing | None = None,
     *,
     judges_alike: bool = False,
@@ -114,8 +110,9 @@ def split_batch(
     commit wrote. `parsing` is how a CSV or JSON source's records were parsed: it explains those that did not.
     `files` are the batch's files, for a file source: one that cannot be read is set aside, in quarantine mode.
     """
+    spark, action, warehouse, run_id = run.spark, run.action, run.warehouse, run.run_id
+    writer, stream_id, batch_id = commit.writer, commit.stream_id, commit.batch_id
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
-    writer = writer_id(action, SPLIT_STREAM, stream_id)
     if action.quarantine is None:
         rows = files.rows(batch) if files else batch
         return _split_dropping(spark, rows, batch_id, writer, action, warehouse, rules)
@@ -338,22 +335,11 @@ def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQuality
 def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, run_id: str) -> SplitReport:
     """Process every source batch not yet seen by this action's checkpoint, then stop."""
 
-    def process(batch: DataFrame, batch_id: int, stream_id: str) -> SplitReport:
+    def process(batch: DataFrame, commit: BatchCommit) -> SplitReport:
         files = None
         if isinstance(action.source, FileSource):
-            files = FileBatch.of(action, warehouse, SPLIT_STREAM, stream_id, batch_id, run_id)
-        return split_batch(
-            spark,
-            batch,
-            batch_id,
-            stream_id,
-            action,
-            warehouse,
-            run_id,
-            parsing,
-            judges_alike=judges_alike,
-            files=files,
-        )
+            files = FileBatch.of(action, warehouse, SPLIT_STREAM, commit.stream_id, commit.batch_id, run_id)
+        return split_batch(run, batch, commit, parsing, judges_alike=judges_alike, files=files)
 
     # Without a DLQ to set a file aside in, a file gone since its listing is skipped, as a file moved out is.
     source_rows = read_source_stream(spark, action.source, warehouse, skip_missing_files=action.quarantine is None)
@@ -379,15 +365,16 @@ def run_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehou
     judges_alike = action.quarantine is not None and _judges_alike(spark, action, stream)
     _refuse_restart_without_checkpoint(warehouse, action)
     # Claimed only once the config is known to be right: a refused run leaves no trace, not even a claim.
-    warnings, conf = [], {}
+    warnings, conf, columns = [], {}, None
     if action.quarantine is not None:
         columns = before_writing(spark, warehouse, action, by=run_id)
         warnings = columns.warnings(action.quarantine.inbox_table, action.quarantine.outbox_table)
         # A task per source file: a rejected row's position in its file is then its number in its task.
         conf = ONE_FILE_PER_TASK if SOURCE_POSITION in columns.inbox else {}
+    run = StageRun(spark, action, warehouse, run_id, columns)
     try:
         report = SplitReport(warnings=warnings)
-        return run_action_stream(stream, action, warehouse, SPLIT_STREAM, process, report, conf)
+        return run_action_stream(run, stream, SPLIT_STREAM, process, report, conf)
     except Exception as error:
         refused = _source_refused(str(error), action)
         if refused is None:

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,10 +24,36 @@ from pyspark.sql import DataFrame, SparkSession
 
 from quarantine_assets import errors
 from quarantine_assets.config.models import DataQualityAction
+from quarantine_assets.engine.lake.dlq_columns import DlqColumns
 from quarantine_assets.engine.lake.tables import Warehouse, checkpoint_folder, is_url
 from quarantine_assets.errors import ConfigError, Problem, QuarantineError
 
 Report = TypeVar("Report")
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What every batch of one run of a stage shares: where it runs, for which action, as which run, and the
+    columns the DLQ's tables have, as the run's checks found them (None in dqe mode, which keeps no DLQ)."""
+
+    spark: SparkSession
+    action: DataQualityAction
+    warehouse: Warehouse
+    run_id: str
+    columns: DlqColumns | None = None
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    """A micro-batch as its commits name it: Delta skips an append whose (`writer`, `batch_id`) a table holds."""
+
+    stream_id: str
+    batch_id: int
+    writer: str
+
+    @classmethod
+    def of(cls, action: DataQualityAction, stream_name: str, stream_id: str, batch_id: int) -> BatchCommit:
+        return cls(stream_id, batch_id, writer_id(action, stream_name, stream_id))
 
 
 def run_available_now(
@@ -94,22 +121,22 @@ def writer_id(action: DataQualityAction, stream_name: str, stream_id: str) -> st
 
 
 def run_action_stream(
+    run: StageRun,
     stream: DataFrame,
-    action: DataQualityAction,
-    warehouse: Warehouse,
     stream_name: str,
-    process_batch: Callable[[DataFrame, int, str], Report],
+    process_batch: Callable[[DataFrame, BatchCommit], Report],
     total: Report,
     conf: dict[str, str] | None = None,
 ) -> Report:
-    """Every micro-batch new since the action's `stream_name` checkpoint, through
-    `process_batch(batch, batch_id, stream_id)`; the batches' reports are added up into `total`."""
+    """Every micro-batch new since the action's `stream_name` checkpoint, through `process_batch(batch, commit)`;
+    the batches' reports are added up into `total`."""
+    action, warehouse = run.action, run.warehouse
 
     reports = f"{checkpoint_folder(action.key, stream_name)}/reports/{uuid.uuid4().hex}"
 
     def on_batch(batch: DataFrame, batch_id: int, stream_id: str) -> None:
         try:
-            report = process_batch(batch, batch_id, stream_id)
+            report = process_batch(batch, BatchCommit.of(action, stream_name, stream_id, batch_id))
         except QuarantineError as error:
             _write_json(batch.sparkSession, warehouse, f"{reports}/{_ERROR}", _error_record(error))
             raise

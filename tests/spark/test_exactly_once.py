@@ -18,7 +18,8 @@ from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.recycled import run_recycled
 from quarantine_assets.engine.spark.retention import purge_resolved
-from quarantine_assets.engine.spark.split import run_split, split_batch
+from quarantine_assets.engine.spark.split import SPLIT_STREAM, run_split, split_batch
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun
 from quarantine_assets.errors import DataQualityFailure
 
 
@@ -251,9 +252,15 @@ def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_iden
     rows = [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")]
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
     batch = spark.read.format("delta").load(str(warehouse.path(action.source.table)))
-    split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="before the move")
+    split_batch(
+        StageRun(spark, action, warehouse, "before the move"),
+        batch,
+        BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0),
+    )
     moved = action.model_copy(update={"pipeline": "elsewhere"})
-    replay = split_batch(spark, batch, 0, "stream-1", moved, warehouse, run_id="after the move")
+    replay = split_batch(
+        StageRun(spark, moved, warehouse, "after the move"), batch, BatchCommit.of(moved, SPLIT_STREAM, "stream-1", 0)
+    )
 
     validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
     inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))

@@ -16,7 +16,8 @@ from pyspark.sql import functions as F
 from quarantine_assets.config.models import Rule
 from quarantine_assets.defs.definitions import SPLIT_JOB
 from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
-from quarantine_assets.engine.spark.split import run_split, split_batch
+from quarantine_assets.engine.spark.split import SPLIT_STREAM, run_split, split_batch
+from quarantine_assets.engine.spark.streams import BatchCommit, StageRun
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
 
 
@@ -155,8 +156,12 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
     batch = source_batch(spark, warehouse, action, random_orders(random.Random(2), 0, 40))
-    first = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
-    replay = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="replay")
+    first = split_batch(
+        StageRun(spark, action, warehouse, "crashed"), batch, BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0)
+    )
+    replay = split_batch(
+        StageRun(spark, action, warehouse, "replay"), batch, BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0)
+    )
 
     assert len(validated_rows(spark, warehouse, action)) == first.rows_validated
     assert inbox_slice(spark, warehouse, action).count() == first.rows_quarantined
@@ -277,9 +282,15 @@ def test_a_rerun_after_a_crash_between_the_two_commits_writes_the_first_verdict(
     with monkeypatch.context() as patched:
         patched.setattr(split, "append_to_dlq_table", crash)
         with pytest.raises(RuntimeError, match="killed"):
-            split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="crashed")
+            split_batch(
+                StageRun(spark, action, warehouse, "crashed"),
+                batch,
+                BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0),
+            )
     first_validated, _ = sent_and_kept(spark, warehouse, action)
-    report = split_batch(spark, batch, 0, "stream-1", action, warehouse, run_id="rerun")
+    report = split_batch(
+        StageRun(spark, action, warehouse, "rerun"), batch, BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0)
+    )
 
     validated, inbox = sent_and_kept(spark, warehouse, action)
     assert validated == first_validated

@@ -23,7 +23,7 @@ from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.source import PINNED_SCHEMA
 
-CONFORMANCE = Path(__file__).parent / "conformance"
+CONFORMANCE = Path(__file__).parents[1] / "conformance"
 ORDERS = [
     ("1", "10.5", "EUR"),
     ("", "3.0", "USD"),  # NULL order_id

@@ -336,7 +336,7 @@ def test_inspecting_tables_never_starts_a_jvm(spark, warehouse, tmp_path):
         assert SparkContext._gateway is None and SparkContext._active_spark_context is None
         """
     )
-    tests_dir = os.path.dirname(__file__)
+    tests_dir = os.path.dirname(os.path.dirname(__file__))
     env = os.environ | {"PYTHONPATH": tests_dir}
 
     subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, check=True, timeout=120)
