@@ -60,7 +60,7 @@ def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: W
     """Seed 000: a clean stream and a quarantine stream, each reading the source."""
     target = str(warehouse.path(action.target_table))
     source_table = action.quarantine.source_table
-    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.inbox_table)))
     failed = F.filter(
         F.array(
             *[

@@ -173,7 +173,7 @@ def _all_finished(finished: Path, prefix: str) -> bool:
 def _quarantined_keys(spark, warehouse, action, rng: random.Random, count: int) -> list[str]:
     from pyspark.sql import functions as F
 
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     keys = [
         row["_dlq_sk"]
         for row in inbox.where(

@@ -99,7 +99,7 @@ def run(
     for step in steps.split(","):
         warehouse = Warehouse(root / step)
         action = step_action(step)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
         outcomes, violations, step_seconds = Counter(), [], None
         for trial in range(trials + 1):
             keys = prepare(spark, warehouse, step, action, seed, trial, rng)
@@ -153,7 +153,7 @@ def aimed(
         module = importlib.import_module(f"quarantine_assets.engine.spark.{module_name}")
         warehouse = Warehouse(root / f"point-{number}")
         action = step_action(step_name)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
         outcomes, violations = Counter(), []
         for trial in range(trials):
             keys = prepare(spark, warehouse, step_name, action, seed, trial, rng)
@@ -336,7 +336,7 @@ def table_problems(spark, warehouse, step: str, action, seed: int, trial: int, k
     """The invariants over everything the step's tables hold after `trial`."""
     from pyspark.sql import functions as F
 
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     outbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.outbox_table)))
     validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
     sent = {row[0] for t in range(trial + 1) for row in batch_rows(seed, step, t)}
@@ -370,14 +370,14 @@ def table_problems(spark, warehouse, step: str, action, seed: int, trial: int, k
 def inbox_statuses(spark, warehouse, action, keys: list[str]) -> dict[str, str]:
     from pyspark.sql import functions as F
 
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     return {row["_dlq_sk"]: row["_dlq_status"] for row in inbox.where(F.col("_dlq_sk").isin(keys)).collect()}
 
 
 def quarantined_keys(spark, warehouse, action) -> list[str]:
     from pyspark.sql import functions as F
 
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     return sorted(
         row["_dlq_sk"] for row in inbox.where(F.col("_dlq_status") == "quarantined").select("_dlq_sk").collect()
     )

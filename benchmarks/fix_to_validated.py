@@ -50,7 +50,7 @@ def landed(path: Path, order_id: int) -> bool:
 
 def fix_one(spark, warehouse: Warehouse, action, order_id: int) -> None:
     quarantined = RowFilter(source_table=action.quarantine.source_table, status="quarantined", rule="valid_order_id")
-    row = inbox_rows(spark, warehouse, action.quarantine.dlq_table, quarantined).first()
+    row = inbox_rows(spark, warehouse, action.quarantine.inbox_table, quarantined).first()
     fix_rows(spark, warehouse, action, [row["_dlq_sk"]], set_fields={"order_id": order_id}, by="benchmark")
 
 
@@ -87,7 +87,7 @@ def wait_until_settled(instance: DagsterInstance, sensor: str, warehouse: Wareho
     """Until the sensor has seen every commit of the inbox and no run is in flight: its first tick
     requests a recycle of the rows the baseline fixed (already recycled, so it lands nothing), and a
     fix made while that run holds the DLQ's pool would be timed waiting for it."""
-    inbox_version = str(warehouse.delta_table(action.quarantine.dlq_table).version())
+    inbox_version = str(warehouse.delta_table(action.quarantine.inbox_table).version())
     deadline = time.time() + TIMEOUT_SECONDS
     while True:
         cursors = {state.instigator_name: state.instigator_data.cursor for state in instance.all_instigator_state()}

@@ -69,7 +69,7 @@ def write_order_lines(spark: SparkSession, folder: Path, rows: int, bad_share: f
     orders.select(malformed.otherwise(line).alias("value")).write.mode("overwrite").text(str(folder))
 
 
-def bench_action(name: str, source_table: str, dlq_table: str = "bench.ops.dlq") -> DataQualityAction:
+def bench_action(name: str, source_table: str, inbox_table: str = "bench.ops.dlq") -> DataQualityAction:
     return DataQualityAction(
         pipeline="bench",
         flowgroup="orders",
@@ -80,7 +80,7 @@ def bench_action(name: str, source_table: str, dlq_table: str = "bench.ops.dlq")
         expectations_file=Path("benchmarks/split.py"),
         rules=RULES,
         mode="quarantine",
-        quarantine=QuarantineSpec(dlq_table=dlq_table, source_table=f"bench.src.{name}"),
+        quarantine=QuarantineSpec(inbox_table=inbox_table, source_table=f"bench.src.{name}"),
         config_version="bench",
     )
 

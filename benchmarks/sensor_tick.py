@@ -42,7 +42,7 @@ def action() -> DataQualityAction:
         expectations_file=Path("bench-rules.yaml"),
         rules=(Rule(name="valid_order_id", expression="order_id IS NOT NULL"),),
         mode="quarantine",
-        quarantine=QuarantineSpec(dlq_table=DLQ, source_table=SOURCE),
+        quarantine=QuarantineSpec(inbox_table=DLQ, source_table=SOURCE),
         config_version="bench",
     )
 

@@ -101,11 +101,11 @@ def throughput(
             rejected_table = root / "_rejected_as_they_are"
 
             def prepare() -> None:
-                fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+                fresh(warehouse, action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table)
                 shutil.rmtree(checkpoint, ignore_errors=True)
                 shutil.rmtree(rejected_table, ignore_errors=True)
                 shutil.rmtree(warehouse.checkpoint(action.key, "split"), ignore_errors=True)
-                create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+                create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
                 create_rejected_table(
                     spark, rejected_table, spark.read.format("delta").load(str(warehouse.path(source)))
                 )
@@ -171,12 +171,14 @@ ADDED_CONTEXT = (
 )
 
 
-def _create_inbox_without(spark: SparkSession, warehouse: Warehouse, dlq_table: str, left_out: tuple[str, ...]) -> None:
+def _create_inbox_without(
+    spark: SparkSession, warehouse: Warehouse, inbox_table: str, left_out: tuple[str, ...]
+) -> None:
     columns = {name: sql_type for name, sql_type in (INBOX_CORE_COLUMNS | INBOX_CONTEXT_COLUMNS).items()}
     columns = {name: sql_type for name, sql_type in columns.items() if name not in left_out}
     properties = ", ".join(f"'{key}' = '{value}'" for key, value in INBOX_PROPERTIES.items())
     spark.sql(
-        f"CREATE TABLE delta.`{warehouse.path(dlq_table)}` ({', '.join(f'{n} {t}' for n, t in columns.items())}) "
+        f"CREATE TABLE delta.`{warehouse.path(inbox_table)}` ({', '.join(f'{n} {t}' for n, t in columns.items())}) "
         f"USING DELTA CLUSTER BY ({CLUSTERING_COLUMN}) TBLPROPERTIES ({properties})"
     )
 
@@ -212,10 +214,10 @@ def context(
 
         def prepare(left_out: tuple[str, ...]):
             def run() -> None:
-                fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+                fresh(warehouse, action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table)
                 shutil.rmtree(warehouse.checkpoint(action.key, "split"), ignore_errors=True)
-                _create_inbox_without(spark, warehouse, action.quarantine.dlq_table, left_out)
-                create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+                _create_inbox_without(spark, warehouse, action.quarantine.inbox_table, left_out)
+                create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
                 claim_slice(spark, warehouse, action, "bench")
 
             return run
@@ -269,9 +271,9 @@ def inbox_size(
     source = _source(spark, warehouse, batch_rows, bad)
     results = []
     for size in sizes:
-        action = bench_action("inbox_size", source, dlq_table=f"bench.ops.dlq_{size}")
-        if not DeltaTable.isDeltaTable(spark, str(warehouse.path(action.quarantine.dlq_table))):
-            create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        action = bench_action("inbox_size", source, inbox_table=f"bench.ops.dlq_{size}")
+        if not DeltaTable.isDeltaTable(spark, str(warehouse.path(action.quarantine.inbox_table))):
+            create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
             claim_slice(spark, warehouse, action, "bench")  # once per slice in production: not timed
             fill_inbox(spark, warehouse, action, size)
 
@@ -282,7 +284,7 @@ def inbox_size(
         def split_step() -> None:
             run_split(spark, action, warehouse, "bench")
             this_slice = RowFilter(source_table=action.quarantine.source_table)
-            oldest_quarantined_age(inbox_rows(spark, warehouse, action.quarantine.dlq_table, this_slice))
+            oldest_quarantined_age(inbox_rows(spark, warehouse, action.quarantine.inbox_table, this_slice))
 
         measured = measure_side_by_side(spark, repeats, {"split_step": (prepare, split_step)})["split_step"]
         results.append({"inbox_rows": size, "measurements": [measured.as_dict()]})
@@ -305,7 +307,7 @@ def fill_inbox(spark: SparkSession, warehouse: Warehouse, action, rows: int) -> 
         provenance = Provenance(source_table, "bench/fill/" + source_table, "fill", "bench", "fill", batch_id)
         quarantined = with_failed_rules(generate_orders(spark, per_batch, 1.0, seed=batch_id), RULES)
         inbox_records(quarantined, provenance).write.format("delta").mode("append").save(
-            str(warehouse.path(action.quarantine.dlq_table))
+            str(warehouse.path(action.quarantine.inbox_table))
         )
 
 
@@ -328,7 +330,7 @@ def recycle(
 
     def quarantine_and_fix() -> None:
         quarantine_from_scratch(spark, warehouse, action)
-        fix_every_row(spark, warehouse.path(action.quarantine.dlq_table))
+        fix_every_row(spark, warehouse.path(action.quarantine.inbox_table))
 
     def recycle_all() -> None:
         run_outbox(spark, action, warehouse, "bench")
@@ -360,10 +362,10 @@ def recycle(
 
 def quarantine_from_scratch(spark: SparkSession, warehouse: Warehouse, action) -> None:
     """The action's tables and checkpoints anew, then its split: every bad row of its source quarantined."""
-    fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+    fresh(warehouse, action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table)
     for stream in ("split", "outbox", "recycled"):
         shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     run_split(spark, action, warehouse, "bench")
 
 
@@ -450,16 +452,16 @@ def fixed_cost(
     steps = {}
 
     def prepare() -> None:
-        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+        fresh(warehouse, action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table)
         for stream in ("split", "outbox", "recycled"):
             shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
         claim_slice(spark, warehouse, action, "bench")  # once per slice in production: not timed
 
     steps |= measure_side_by_side(
         spark, repeats, {"split_10k": (prepare, lambda: run_split(spark, action, warehouse, "bench"))}
     )
-    inbox = warehouse.path(action.quarantine.dlq_table)
+    inbox = warehouse.path(action.quarantine.inbox_table)
 
     def one_key() -> str:
         return spark.read.format("delta").load(str(inbox)).where("_dlq_status = 'quarantined'").first()["_dlq_sk"]
@@ -569,8 +571,8 @@ def demo_split_all(spark: SparkSession, root: Path):
     from quarantine_assets.demo_run import QUIET_RUN
 
     project = load_project(warehouse=root)
-    for dlq_table in project.dlq_tables:
-        create_dlq_tables(spark, Warehouse(root), dlq_table)
+    for inbox_table in project.inbox_tables:
+        create_dlq_tables(spark, Warehouse(root), inbox_table)
     job = build_definitions(project, default_resources(root)).resolve_job_def(SPLIT_JOB)
     instance = DagsterInstance.ephemeral()
     return lambda: job.execute_in_process(run_config=QUIET_RUN, instance=instance)
@@ -628,13 +630,13 @@ def memory_step(step: str, rows: int, bad: float, root: Path) -> None:
     if step == "source":
         _source(spark, warehouse, rows, bad)
     elif step == "split":
-        fresh(warehouse, action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table)
+        fresh(warehouse, action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table)
         for stream in ("split", "outbox", "recycled"):
             shutil.rmtree(warehouse.checkpoint(action.key, stream), ignore_errors=True)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
         run_split(spark, action, warehouse, "bench")
     elif step == "fix":
-        fix_every_row(spark, warehouse.path(action.quarantine.dlq_table))
+        fix_every_row(spark, warehouse.path(action.quarantine.inbox_table))
     else:
         run_outbox(spark, action, warehouse, "bench")
         run_recycled(spark, action, warehouse, "bench")
@@ -709,7 +711,7 @@ def _warm_up(spark: SparkSession, warehouse: Warehouse, rounds: int = 3) -> None
     source = _source(spark, warehouse, 100_000, 0.2)
     for round_ in range(rounds):
         action = bench_action(f"warm_up_{round_}", source)
-        create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
         run_split(spark, action, warehouse, "warm-up")
         plain_split(spark, action, warehouse, Path(warehouse.root, "_bench_checkpoints", f"warm_up_plain_{round_}"))
         reference_split(spark, action, warehouse, Path(warehouse.root, "_bench_checkpoints", f"warm_up_ref_{round_}"))

@@ -57,8 +57,8 @@ def main() -> None:
     jvm_started = time.perf_counter()
     spark = build_spark_session()
     jvm_seconds = time.perf_counter() - jvm_started
-    dlq_tables = sorted({a.quarantine.dlq_table for a in project.actions if a.quarantine})
-    paths = [warehouse.path(t) for t in dlq_tables] + [warehouse.path(outbox_table(t)) for t in dlq_tables]
+    inbox_tables = sorted({a.quarantine.inbox_table for a in project.actions if a.quarantine})
+    paths = [warehouse.path(t) for t in inbox_tables] + [warehouse.path(outbox_table(t)) for t in inbox_tables]
     for path in paths:  # warm
         spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     started = time.perf_counter()

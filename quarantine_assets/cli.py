@@ -109,7 +109,7 @@ class Workspace:
 
     def dlq(self, name: str | None) -> str:
         """The DLQ a command works on: the only one the configs name, or the one asked for."""
-        names = self.project.dlq_tables
+        names = self.project.inbox_tables
         if name is None and len(names) == 1:
             name = names[0]
         if name not in names:
@@ -188,11 +188,11 @@ def ddl(
 ) -> None:
     """Print the CREATE TABLE statements for every DLQ inbox and outbox the configs name."""
     workspace: Workspace = context.obj
-    for dlq_table in workspace.project.dlq_tables:
-        inbox = inbox_ddl(workspace.warehouse, dlq_table, core)
-        outbox = outbox_ddl(workspace.warehouse, dlq_table, core)
-        console.print(f"-- inbox {dlq_table}\n{inbox};\n", markup=False, highlight=False)
-        console.print(f"-- outbox {outbox_table(dlq_table)}\n{outbox};\n", markup=False, highlight=False)
+    for inbox_table in workspace.project.inbox_tables:
+        inbox = inbox_ddl(workspace.warehouse, inbox_table, core)
+        outbox = outbox_ddl(workspace.warehouse, inbox_table, core)
+        console.print(f"-- inbox {inbox_table}\n{inbox};\n", markup=False, highlight=False)
+        console.print(f"-- outbox {outbox_table(inbox_table)}\n{outbox};\n", markup=False, highlight=False)
 
 
 @app.command(commands.CREATE_TABLES)
@@ -200,10 +200,10 @@ def create_tables(context: typer.Context) -> None:
     """Create every DLQ inbox and outbox the configs name (idempotent)."""
     workspace: Workspace = context.obj
     spark = workspace.spark
-    for dlq_table in workspace.project.dlq_tables:
-        create_dlq_tables(spark, workspace.warehouse, dlq_table)
-        where = workspace.warehouse.path(dlq_table).rsplit("/", 1)[0]
-        _say(f"created {dlq_table} and {outbox_table(dlq_table)} under {where}")
+    for inbox_table in workspace.project.inbox_tables:
+        create_dlq_tables(spark, workspace.warehouse, inbox_table)
+        where = workspace.warehouse.path(inbox_table).rsplit("/", 1)[0]
+        _say(f"created {inbox_table} and {outbox_table(inbox_table)} under {where}")
 
 
 @app.command(commands.UPGRADE_TABLES)
@@ -211,8 +211,8 @@ def upgrade_tables(context: typer.Context) -> None:
     """Add the context columns a DLQ lacks (one created from Lakehouse Plumber's DDL lacks them all), in place."""
     workspace: Workspace = context.obj
     spark = workspace.spark
-    for dlq_table in workspace.project.dlq_tables:
-        for table, added in upgrade_dlq_tables(spark, workspace.warehouse, dlq_table).items():
+    for inbox_table in workspace.project.inbox_tables:
+        for table, added in upgrade_dlq_tables(spark, workspace.warehouse, inbox_table).items():
             _say(f"{table}: added {', '.join(added)}" if added else f"{table}: has every context column")
 
 
@@ -222,11 +222,11 @@ def list_claims(
 ) -> None:
     """Who owns each slice (source_table) of each DLQ."""
     workspace: Workspace = context.obj
-    dlq_tables = [workspace.dlq(dlq)] if dlq else workspace.project.dlq_tables
+    inbox_tables = [workspace.dlq(dlq)] if dlq else workspace.project.inbox_tables
     rows = [
-        (dlq_table, claim.source_table, claim.owner, claim.claimed_by or "")
-        for dlq_table in dlq_tables
-        for claim in claims(workspace.warehouse, dlq_table).values()
+        (inbox_table, claim.source_table, claim.owner, claim.claimed_by or "")
+        for inbox_table in inbox_tables
+        for claim in claims(workspace.warehouse, inbox_table).values()
     ]
     _print_rows(rows, ["dlq", "source_table", "owner", "claimed by"], "Claims")
 
@@ -534,8 +534,8 @@ def discard(
 def list_files(context: typer.Context, dlq: DlqOption = None, as_json: JsonOption = False) -> None:
     """Source files set aside whole because they could not be read, newest first, with why."""
     workspace: Workspace = context.obj
-    dlq_tables = [workspace.dlq(dlq)] if dlq else workspace.project.dlq_tables
-    found = set_aside_files(workspace.warehouse, dlq_tables)
+    inbox_tables = [workspace.dlq(dlq)] if dlq else workspace.project.inbox_tables
+    found = set_aside_files(workspace.warehouse, inbox_tables)
     if as_json:
         for record in found:
             print(json_line(record))

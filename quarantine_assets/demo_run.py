@@ -57,8 +57,8 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: s
     # The run's steps attach to the same Spark through the resource.
     spark = resources["spark"].spark_session(warehouse)
     jvm_seconds = time.perf_counter() - started
-    for dlq_table in project.dlq_tables:
-        create_dlq_tables(spark, warehouse, dlq_table)
+    for inbox_table in project.inbox_tables:
+        create_dlq_tables(spark, warehouse, inbox_table)
     for _ in range(batches):
         generated = generate_batch(landing, next_batch_number(landing))
         console.print(
@@ -82,18 +82,18 @@ def run_demo(console: Console, batches: int, project: Project, warehouse_root: s
     for column in ("asset", "table", "location", "rows"):
         table.add_column(column, overflow="fold")
     slice_rows = {
-        (dlq_table, row[SOURCE_TABLE]): row["count"]
-        for dlq_table in project.dlq_tables
-        for row in spark.read.format("delta").load(warehouse.path(dlq_table)).groupBy(SOURCE_TABLE).count().collect()
+        (inbox_table, row[SOURCE_TABLE]): row["count"]
+        for inbox_table in project.inbox_tables
+        for row in spark.read.format("delta").load(warehouse.path(inbox_table)).groupBy(SOURCE_TABLE).count().collect()
     }
     for action in project.actions:
         validated_path = warehouse.path(action.target_table)
         validated_rows = spark.read.format("delta").load(validated_path).count()
         table.add_row(f"{action.key}/validated", action.target_table, validated_path, str(validated_rows))
         if action.quarantine is not None:
-            rows = slice_rows.get((action.quarantine.dlq_table, action.quarantine.source_table), 0)
-            inbox_path = warehouse.path(action.quarantine.dlq_table)
-            table.add_row(f"{action.key}/inbox", action.quarantine.dlq_table, inbox_path, str(rows))
+            rows = slice_rows.get((action.quarantine.inbox_table, action.quarantine.source_table), 0)
+            inbox_path = warehouse.path(action.quarantine.inbox_table)
+            table.add_row(f"{action.key}/inbox", action.quarantine.inbox_table, inbox_path, str(rows))
     console.print(table)
     total = time.perf_counter() - started
     console.print(f"Spark attached in {jvm_seconds:.1f}s, Dagster run {run_seconds:.1f}s, total {total:.1f}s")

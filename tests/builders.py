@@ -17,7 +17,7 @@ ORDER_RULES = (
 def orders_action(
     name: str = "dq_orders",
     source_table: str = "demo.bronze.orders",
-    dlq_table: str = "demo.ops.dlq",
+    inbox_table: str = "demo.ops.dlq",
     mode: str = "quarantine",
     rules: tuple[Rule, ...] = ORDER_RULES,
 ) -> DataQualityAction:
@@ -31,6 +31,6 @@ def orders_action(
         expectations_file=Path("expectations/orders.yaml"),
         rules=rules,
         mode=mode,
-        quarantine=QuarantineSpec(dlq_table=dlq_table, source_table=source_table) if mode == "quarantine" else None,
+        quarantine=QuarantineSpec(inbox_table=inbox_table, source_table=source_table) if mode == "quarantine" else None,
         config_version="test",
     )

@@ -46,7 +46,7 @@ class Loop:
         self.defs = build_definitions(project, resources)
         self.instance = DagsterInstance.ephemeral()
         self.cursor = None
-        create_tables(spark, warehouse, self.action.quarantine.dlq_table)
+        create_tables(spark, warehouse, self.action.quarantine.inbox_table)
 
     def ingest(self, rows):
         self.spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(
@@ -60,7 +60,7 @@ class Loop:
         return self.inbox().where(F.variant_get("_row_data", "$.row_no", "int") == row_no).first()["_dlq_sk"]
 
     def inbox(self):
-        return self.spark.read.format("delta").load(str(self.warehouse.path(self.action.quarantine.dlq_table)))
+        return self.spark.read.format("delta").load(str(self.warehouse.path(self.action.quarantine.inbox_table)))
 
     def inbox_row(self, row_no: int):
         return self.inbox().where(F.variant_get("_row_data", "$.row_no", "int") == row_no).first()

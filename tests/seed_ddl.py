@@ -37,7 +37,7 @@ def path_name(warehouse, table: str) -> str:
     return f"delta.`{warehouse.path(table)}`"
 
 
-def create_seed_tables(spark, warehouse, dlq_table: str) -> None:
+def create_seed_tables(spark, warehouse, inbox_table: str) -> None:
     """Run the statements unchanged: no USING clause, the trailing semicolon kept."""
-    spark.sql(SEED_INBOX_DDL.format(table=path_name(warehouse, dlq_table)))
-    spark.sql(SEED_OUTBOX_DDL.format(table=path_name(warehouse, outbox_table(dlq_table))))
+    spark.sql(SEED_INBOX_DDL.format(table=path_name(warehouse, inbox_table)))
+    spark.sql(SEED_OUTBOX_DDL.format(table=path_name(warehouse, outbox_table(inbox_table))))

@@ -103,7 +103,7 @@ def load_expectations(
                     )
                 )
             action = "drop"
-        rules.append(Rule(name=entry.name, expression=entry.expression, action=action, message=entry.message))
+        rules.append(Rule(name=entry.name, expression=entry.expression, failure_action=action, message=entry.message))
     return tuple(rules), problems
 
 

@@ -20,24 +20,24 @@ DEFAULT_MAX_ATTEMPTS = 3
 REDACTION_METHODS = ("mask", "sha256")
 
 
-def outbox_table(dlq_table: str) -> str:
+def outbox_table(inbox_table: str) -> str:
     """The outbox is never configured: the reference derives its name from the inbox's."""
-    return dlq_table + OUTBOX_SUFFIX
+    return inbox_table + OUTBOX_SUFFIX
 
 
-def claims_table(dlq_table: str) -> str:
+def claims_table(inbox_table: str) -> str:
     """Who owns each slice of the DLQ: named after the inbox, like the outbox."""
-    return dlq_table + CLAIMS_SUFFIX
+    return inbox_table + CLAIMS_SUFFIX
 
 
-def metrics_table(dlq_table: str) -> str:
+def metrics_table(inbox_table: str) -> str:
     """What each step did to the DLQ, a row per run, step and source: named after the inbox, like the outbox."""
-    return dlq_table + METRICS_SUFFIX
+    return inbox_table + METRICS_SUFFIX
 
 
-def files_table(dlq_table: str) -> str:
+def files_table(inbox_table: str) -> str:
     """The source files set aside whole, a record per file: named after the inbox, like the outbox."""
-    return dlq_table + FILES_SUFFIX
+    return inbox_table + FILES_SUFFIX
 
 
 class _Frozen(BaseModel):
@@ -49,7 +49,7 @@ class Rule(_Frozen):
 
     name: str
     expression: str
-    action: Literal["drop", "warn", "fail"] = "drop"
+    failure_action: Literal["drop", "warn", "fail"] = "drop"  # `action` in the expectations file
     message: str | None = None
 
 
@@ -83,7 +83,7 @@ class DeltaSource(_Frozen):
 
 
 class QuarantineSpec(_Frozen):
-    dlq_table: str
+    inbox_table: str  # the DLQ's inbox, `quarantine.dlq_table` in the YAML; its other tables are named after it
     source_table: str
     # Ours: recycles a row may fail before it is closed as exhausted.
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -97,12 +97,8 @@ class QuarantineSpec(_Frozen):
     max_rejected_rows: int | None = None
 
     @property
-    def inbox_table(self) -> str:
-        return self.dlq_table
-
-    @property
     def outbox_table(self) -> str:
-        return outbox_table(self.dlq_table)
+        return outbox_table(self.inbox_table)
 
 
 class DataQualityAction(_Frozen):
@@ -140,9 +136,9 @@ class Project(_Frozen):
     warnings: tuple[Problem, ...] = ()
 
     @property
-    def dlq_tables(self) -> list[str]:
+    def inbox_tables(self) -> list[str]:
         """Every DLQ inbox the actions name, once each, sorted."""
-        return sorted({action.quarantine.dlq_table for action in self.actions if action.quarantine is not None})
+        return sorted({action.quarantine.inbox_table for action in self.actions if action.quarantine is not None})
 
     def action(self, key: str) -> DataQualityAction:
         for action in self.actions:

@@ -155,7 +155,7 @@ def quarantine_spec(action: dict[str, Any]) -> QuarantineSpec | None:
     if not (_is_qualified(block.get("dlq_table")) and _is_qualified(block.get("source_table"))):
         return None
     return QuarantineSpec(
-        dlq_table=block["dlq_table"],
+        inbox_table=block["dlq_table"],
         source_table=block["source_table"],
         # An invalid cap is reported by data_quality_problems; the footprint only needs the tables.
         max_attempts=block["max_attempts"] if _is_attempt_cap(block.get("max_attempts")) else DEFAULT_MAX_ATTEMPTS,
@@ -242,11 +242,11 @@ def _shared_dlq_slices(actions: list[Footprint]) -> list[Problem]:
         spec = action.quarantine
         if spec is None:
             continue
-        first = first_by_slice.setdefault((spec.dlq_table, spec.source_table), action)
+        first = first_by_slice.setdefault((spec.inbox_table, spec.source_table), action)
         if first is not action:
             message = (
                 f"actions {first.name!r} ({first.file}) and {action.name!r} ({action.file}) both quarantine "
-                f"source_table {spec.source_table!r} into DLQ {spec.dlq_table!r}; their MERGEs would conflict and "
+                f"source_table {spec.source_table!r} into DLQ {spec.inbox_table!r}; their MERGEs would conflict and "
                 "each would recycle the other's fixed rows. source_table must be unique per action sharing a DLQ "
                 "(the reference's LHP-VAL-069, checked here across the whole project)"
             )
@@ -262,7 +262,7 @@ def _dlq_is_target(actions: list[Footprint]) -> list[Problem]:
         spec = action.quarantine
         if spec is None:
             continue
-        for table in (spec.dlq_table, spec.outbox_table):
+        for table in (spec.inbox_table, spec.outbox_table):
             writer = writers.get(table)
             if writer is not None:
                 message = (

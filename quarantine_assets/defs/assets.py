@@ -46,7 +46,7 @@ def _common(action: DataQualityAction) -> dict:
 
 def dlq_pool(action: DataQualityAction) -> str | None:
     """Writers of one DLQ share a concurrency pool: with a limit of 1 their runs queue instead of conflicting."""
-    return f"dlq/{action.quarantine.dlq_table}" if action.quarantine is not None else None
+    return f"dlq/{action.quarantine.inbox_table}" if action.quarantine is not None else None
 
 
 def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
@@ -64,11 +64,11 @@ def _split_specs(action: DataQualityAction) -> list[AssetSpec]:
             AssetSpec(
                 asset_key(action, INBOX),
                 description=(
-                    f"This action's slice of the DLQ inbox {action.quarantine.dlq_table} "
+                    f"This action's slice of the DLQ inbox {action.quarantine.inbox_table} "
                     f"({SOURCE_TABLE} = {action.quarantine.source_table}): rows that failed a rule."
                 ),
                 metadata={
-                    "dagster/table_name": action.quarantine.dlq_table,
+                    "dagster/table_name": action.quarantine.inbox_table,
                     "source_table": action.quarantine.source_table,
                 },
                 **common,
@@ -154,7 +154,7 @@ def split_asset(action: DataQualityAction):
                 asset_key=asset_key(action, INBOX),
                 metadata=metadata
                 | examples
-                | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.quarantine.dlq_table)))},
+                | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.quarantine.inbox_table)))},
             )
             backlog = record_step(
                 session,

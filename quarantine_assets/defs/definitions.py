@@ -38,7 +38,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
     table_checks = [check for action in quarantined for check in dlq_table_checks(action)]
     table_checks += [source_owner_check(action) for action in quarantined]
     purge = purge_job(quarantined)
-    dlq_tables = sorted({action.quarantine.dlq_table for action in quarantined})
+    inbox_tables = sorted({action.quarantine.inbox_table for action in quarantined})
     return Definitions(
         assets=split_assets + recycle_assets,
         asset_checks=table_checks,
@@ -54,7 +54,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
         ],
         schedules=[purge_schedule(purge)] if purge else [],
         sensors=[recycle_sensor(action) for action in quarantined]
-        + [alert_sensor(dlq, [a for a in quarantined if a.quarantine.dlq_table == dlq]) for dlq in dlq_tables]
+        + [alert_sensor(dlq, [a for a in quarantined if a.quarantine.inbox_table == dlq]) for dlq in inbox_tables]
         + [run_failure_alerts()],
         resources=resources or default_resources(),
         # One process per run: a process per step would import Dagster and attach to Spark once per step.

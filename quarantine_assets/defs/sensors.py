@@ -39,15 +39,15 @@ def recycle_sensor(action: DataQualityAction) -> SensorDefinition:
         description=f"Requests the recycle of {quarantine.source_table} when an operator marks rows fixed.",
     )
     def recycle(context: SensorEvaluationContext, warehouse: WarehouseResource):
-        inbox = warehouse.table(quarantine.dlq_table)
+        inbox = warehouse.table(quarantine.inbox_table)
         try:
             loaded = inbox.load()
         except TableNotFoundError:
-            return SkipReason(f"inbox {quarantine.dlq_table} does not exist yet at {inbox.url}")
+            return SkipReason(f"inbox {quarantine.inbox_table} does not exist yet at {inbox.url}")
         after = int(context.cursor) if context.cursor else -1
         feed = fixed_since(loaded, quarantine.source_table, after)
         if feed.latest_version <= after:
-            return SkipReason(f"no commit on {quarantine.dlq_table} after version {after}")
+            return SkipReason(f"no commit on {quarantine.inbox_table} after version {after}")
         if not feed.rows_fixed:
             return SensorResult(
                 skip_reason=f"no row of {quarantine.source_table} fixed in versions {after + 1}..{feed.latest_version}",

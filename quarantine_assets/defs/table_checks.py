@@ -54,9 +54,9 @@ def dlq_table_checks(action: DataQualityAction) -> list[AssetChecksDefinition]:
     """Property, layout and schema checks on the inbox and outbox assets of a quarantine action."""
     if action.quarantine is None:
         return []
-    dlq_table, outbox_table = action.quarantine.dlq_table, action.quarantine.outbox_table
-    inbox_checks = _table_checks(dlq_table, INBOX_ROLE)
-    inbox_checks[OUTBOX_EXISTS] = lambda warehouse: outbox_exists(warehouse, dlq_table)
+    inbox_table, outbox_table = action.quarantine.inbox_table, action.quarantine.outbox_table
+    inbox_checks = _table_checks(inbox_table, INBOX_ROLE)
+    inbox_checks[OUTBOX_EXISTS] = lambda warehouse: outbox_exists(warehouse, inbox_table)
     return [
         _checks(f"{action.key}_inbox_checks", asset_key(action, INBOX), inbox_checks),
         _checks(f"{action.key}_outbox_checks", asset_key(action, OUTBOX), _table_checks(outbox_table, OUTBOX_ROLE)),

@@ -141,8 +141,8 @@ def broken_config(tmp_path: Path) -> Path:
 def session(spark, spark_server, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("e2e")
     warehouse = Warehouse(tmp_path / "warehouse")
-    for dlq_table in load_project(warehouse=warehouse.root).dlq_tables:
-        create_dlq_tables(spark, warehouse, dlq_table)
+    for inbox_table in load_project(warehouse=warehouse.root).inbox_tables:
+        create_dlq_tables(spark, warehouse, inbox_table)
     generate_batch(Path(warehouse.root) / LANDING, 0)
 
     broken = tmp_path / f"{BROKEN_LOCATION}.py"

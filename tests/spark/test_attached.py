@@ -40,7 +40,7 @@ from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.errors import DataQualityFailure
 
 warehouse = Warehouse(sys.argv[1])
-action = orders_action(mode="dqe", rules=(Rule(name="positive", expression="amount > 0", action="fail"),))
+action = orders_action(mode="dqe", rules=(Rule(name="positive", expression="amount > 0", failure_action="fail"),))
 try:
     run_split(spark_session(warehouse), action, warehouse, "attached")
 except DataQualityFailure as refused:
@@ -104,7 +104,7 @@ def test_the_demo_a_fix_and_a_recycle_run_attached_and_report_what_they_did(spar
     _run([str(BIN / "quarantine-assets"), "demo"], env)
     action = load_project(warehouse=warehouse.root).action("dq_orders")
     validated = spark.read.format("delta").load(warehouse.path(action.target_table))
-    inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table))
+    inbox = spark.read.format("delta").load(warehouse.path(action.quarantine.inbox_table))
     held = inbox.where(F.col("_dlq_source_table") == action.quarantine.source_table)
     instance = DagsterInstance.from_config(str(home))
     # The split ran in the server's Python worker: its report reached the run's metadata all the same.

@@ -77,13 +77,13 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
     landing.mkdir()
     (landing / f"batch.{file_format}").write_text(text)
     action = file_action(landing, file_format, **options)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 
     report = run_split(spark, action, warehouse, "run")
 
     lines = text.strip().splitlines()[1 if file_format == "csv" else 0 :]
     assert sorted(row["row_no"] for row in table(spark, warehouse, action.target_table).collect()) == good_rows
-    inbox = table(spark, warehouse, action.quarantine.dlq_table).collect()
+    inbox = table(spark, warehouse, action.quarantine.inbox_table).collect()
     bad_lines = [line for line in lines if line not in (lines[good - 1] for good in good_rows)]
     assert sorted(row["_dlq_rescued_data"] for row in inbox) == sorted(bad_lines)
     assert all("record_parses" in [rule["name"] for rule in row["_dlq_failed_rules"]] for row in inbox)
@@ -133,14 +133,14 @@ def test_a_parse_message_names_each_value_that_does_not_fit_under_the_sources_ow
             "rules": (),
         }
     )
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
     assert sorted(row["row_no"] for row in table(spark, warehouse, action.target_table).collect()) == [1, 4]
     messages = {
         row["_dlq_rescued_data"]: row["_dlq_errors"][0]["message"]
-        for row in table(spark, warehouse, action.quarantine.dlq_table).collect()
+        for row in table(spark, warehouse, action.quarantine.inbox_table).collect()
     }
     assert messages == {
         "2;two;31/01/2024;2.50": "order id = two is not a valid bigint",
@@ -174,7 +174,7 @@ def test_in_dqe_mode_a_csv_file_whose_header_names_other_columns_is_refused_and_
 
 def test_a_column_added_to_the_source_is_added_to_the_validated_table(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     spark.createDataFrame([(1, 1, 1.0, "EUR")], ORDERS_SCHEMA).write.format("delta").save(source)
     run_split(spark, action, warehouse, "first")
@@ -187,7 +187,7 @@ def test_a_column_added_to_the_source_is_added_to_the_validated_table(spark, war
     validated = table(spark, warehouse, action.target_table)
     assert sorted(validated.select("row_no", "channel").collect()) == [(1, None), (2, "web")]
     assert any("channel" in warning and action.target_table in warning for warning in report.warnings)
-    inbox_row = table(spark, warehouse, action.quarantine.dlq_table).first()
+    inbox_row = table(spark, warehouse, action.quarantine.inbox_table).first()
     assert inbox_row["_row_data"].toJson().count('"shop"') == 1
 
 
@@ -202,7 +202,7 @@ def test_a_retyped_or_dropped_source_column_is_refused_with_a_code_and_nothing_i
     spark, warehouse, change, new_schema, row
 ):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     first = [(1, 1, 1.0, "EUR", "a"), (2, None, 2.0, "EUR", "b")]
     spark.createDataFrame(first, ORDERS_SCHEMA + ", note STRING").write.format("delta").save(source)
@@ -216,12 +216,12 @@ def test_a_retyped_or_dropped_source_column_is_refused_with_a_code_and_nothing_i
 
     assert raised.value.code == "QA-SRC-001" and action.name in str(raised.value)
     assert table(spark, warehouse, action.target_table).count() == 1
-    assert table(spark, warehouse, action.quarantine.dlq_table).count() == 1
+    assert table(spark, warehouse, action.quarantine.inbox_table).count() == 1
 
 
 def test_a_lost_split_checkpoint_is_refused_instead_of_writing_every_row_again(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     spark.createDataFrame([(1, 1, 1.0, "EUR"), (2, None, 2.0, "EUR")], ORDERS_SCHEMA).write.format("delta").save(source)
     run_split(spark, action, warehouse, "first")
@@ -232,22 +232,22 @@ def test_a_lost_split_checkpoint_is_refused_instead_of_writing_every_row_again(s
 
     assert raised.value.code == "QA-SRC-002"
     assert table(spark, warehouse, action.target_table).count() == 1
-    assert table(spark, warehouse, action.quarantine.dlq_table).count() == 1
+    assert table(spark, warehouse, action.quarantine.inbox_table).count() == 1
 
 
 def test_tables_vacuumed_between_runs_keep_every_row_moving(spark, warehouse):
     """Vacuumed to nothing but the current snapshots, while a fixed row waits for the outbox: the
     change files the outbox would have read are gone, and it starts again from the inbox."""
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
-    tables = [action.target_table, action.quarantine.dlq_table, action.quarantine.outbox_table, action.source.table]
+    tables = [action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table, action.source.table]
 
     def split_and_fix(first_row: int) -> None:
         rows = [(first_row, 1, 1.0, "EUR"), (first_row + 1, None, 2.0, "EUR"), (first_row + 2, 3, -1.0, "EUR")]
         spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").mode("append").save(source)
         run_split(spark, action, warehouse, f"split-{first_row}")
-        inbox = table(spark, warehouse, action.quarantine.dlq_table)
+        inbox = table(spark, warehouse, action.quarantine.inbox_table)
         key = inbox.where(F.variant_get("_row_data", "$.row_no", "int") == first_row + 1).first()["_dlq_sk"]
         fix_rows(spark, warehouse, action, [key], set_fields={"order_id": 2}, by="operator")
 
@@ -273,7 +273,7 @@ def test_tables_vacuumed_between_runs_keep_every_row_moving(spark, warehouse):
     assert landed == [1, 2, 10, 11, 20, 21]
     outbox = table(spark, warehouse, action.quarantine.outbox_table)
     assert outbox.groupBy("_dlq_sk", "_dlq_attempt").count().where("count > 1").count() == 0
-    open_rows = table(spark, warehouse, action.quarantine.dlq_table).where("_dlq_status = 'quarantined'")
+    open_rows = table(spark, warehouse, action.quarantine.inbox_table).where("_dlq_status = 'quarantined'")
     assert sorted(r[0] for r in open_rows.select(F.variant_get("_row_data", "$.row_no", "int")).collect()) == [
         3,
         12,
@@ -285,7 +285,7 @@ def test_a_thousand_columns_and_a_ten_megabyte_value_round_trip_exactly(spark, w
     width = 1_000
     rules = (Rule(name="valid_c0", expression="c0 IS NOT NULL"),)
     action = orders_action(rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     big = "".join(chr(0x41 + n % 26) for n in range(10 * 1024 * 1024))
     columns = [F.col("id").cast("int").alias("row_no")] + [
         F.when((F.col("id") == 1) & F.lit(n == 0), F.lit(None)).otherwise(F.col("id") * 1_000 + n).alias(f"c{n}")
@@ -297,7 +297,7 @@ def test_a_thousand_columns_and_a_ten_megabyte_value_round_trip_exactly(spark, w
     source.write.format("delta").save(str(warehouse.path(action.source.table)))
 
     report = run_split(spark, action, warehouse, "split")
-    key = table(spark, warehouse, action.quarantine.dlq_table).first()["_dlq_sk"]
+    key = table(spark, warehouse, action.quarantine.inbox_table).first()["_dlq_sk"]
     fix_rows(spark, warehouse, action, [key], set_fields={"c0": 1_000}, by="operator")
     run_outbox(spark, action, warehouse, "outbox")
     recycled = run_recycled(spark, action, warehouse, "recycled")

@@ -71,11 +71,11 @@ def test_a_rerun_after_a_kill_before_the_stamp_keeps_the_first_verdict_of_a_rule
 ):
     """The re-run of the recycled batch judges it again; what the first run settled and landed stays so."""
     action = orders_action(rules=ORDER_RULES + (Rule(name="coin", expression="rand() < 0.5"),))
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(n, None, 1.0, "EUR") for n in range(40)]  # each fails valid_order_id
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
     run_split(spark, action, warehouse, "run")
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     fix_rows(spark, warehouse, action, [row["_dlq_sk"] for row in inbox.collect()], set_fields={"order_id": 1}, by="op")
     outbox.run_outbox(spark, action, warehouse, "run")
     kill_once(monkeypatch, recycled, "_stamp_landed")
@@ -84,7 +84,7 @@ def test_a_rerun_after_a_kill_before_the_stamp_keeps_the_first_verdict_of_a_rule
     report = run_recycled(spark, action, warehouse, "rerun")
 
     validated = spark.read.format("delta").load(str(warehouse.path(action.target_table))).select("row_no").collect()
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     still_open = inbox.where(F.col("_dlq_resolved_at").isNull()).select(F.variant_get("_row_data", "$.row_no", "int"))
     landed, waiting = [row[0] for row in validated], [row[0] for row in still_open.collect()]
     assert sorted(landed + waiting) == list(range(40))
@@ -153,7 +153,7 @@ def test_a_recycled_row_without_its_inbox_row_fails_the_batch_with_a_code(loop, 
     loop.ingest([(1, None, 1.0, "EUR")])
     loop.fix(1, order_id=1)
     outbox.run_outbox(spark, loop.action, warehouse, "run")
-    spark.sql(f"DELETE FROM delta.`{warehouse.path(loop.action.quarantine.dlq_table)}`")
+    spark.sql(f"DELETE FROM delta.`{warehouse.path(loop.action.quarantine.inbox_table)}`")
 
     with pytest.raises(DataQualityFailure) as refused:
         run_recycled(spark, loop.action, warehouse, "run")
@@ -248,7 +248,7 @@ def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_iden
     from quarantine_assets.engine.lake.tables import create_dlq_tables
 
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")]
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
     batch = spark.read.format("delta").load(str(warehouse.path(action.source.table)))
@@ -263,6 +263,6 @@ def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_iden
     )
 
     validated = spark.read.format("delta").load(str(warehouse.path(action.target_table)))
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     assert (validated.count(), inbox.count()) == (1, 1)
     assert (replay.rows_read, replay.rows_validated, replay.rows_held_in_inbox) == (2, 1, 1)

@@ -17,7 +17,7 @@ def test_every_step_appends_what_it_did_and_the_backlog_after_it_once(spark, war
     purge = {"ops": {f"{loop.action.key}_purge": {"config": {"dry_run": False}}}}
     assert loop.defs.resolve_job_def(PURGE_JOB).execute_in_process(run_config=purge, instance=loop.instance).success
 
-    table = warehouse.path(metrics_table(loop.action.quarantine.dlq_table))
+    table = warehouse.path(metrics_table(loop.action.quarantine.inbox_table))
     rows = spark.read.format("delta").load(table).orderBy("recorded_at").collect()
     assert [(row["step"], row["rows"], row["backlog"]) for row in rows] == [
         (

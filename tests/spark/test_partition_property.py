@@ -58,7 +58,7 @@ def test_every_row_is_validated_once_or_open_in_the_inbox_whatever_the_rules_and
     warehouse = Warehouse(tmp_path)
     rules = tuple(rng.sample(RULE_POOL, rng.randint(1, 4)))
     action = orders_action(rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     sent = [
         (
             n,
@@ -139,7 +139,7 @@ def assert_partition(spark, warehouse, action, sent) -> dict[int, tuple]:
 
 
 def inbox(spark, warehouse, action):
-    return spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    return spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
 
 
 def open_rows(spark, warehouse, action) -> list[int]:

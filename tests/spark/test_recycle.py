@@ -198,7 +198,7 @@ def test_payload_value_of_the_wrong_type_fails_as_payload_type_not_null(loop):
 def test_refused_operator_change_has_a_code_and_changes_nothing(loop, change, code):
     loop.ingest([(1, None, 1.0, "EUR")])
     key = loop.key_of(1)
-    inbox = loop.warehouse.path(loop.action.quarantine.dlq_table)
+    inbox = loop.warehouse.path(loop.action.quarantine.inbox_table)
     version = loop.spark.sql(f"DESCRIBE HISTORY delta.`{inbox}`").first()["version"]
     with pytest.raises(OperatorError) as refused:
         change(loop, key)
@@ -258,12 +258,12 @@ def test_odd_column_names_survive_the_round_trip_through_the_dlq(spark, warehous
     schema = "`row.no` INT, `unit.price` DOUBLE, `o'brien` STRING"
     rules = (Rule(name="non_negative_price", expression="`unit.price` >= 0"),)
     action = orders_action(name="dq_odd", source_table="demo.bronze.odd", rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     spark.createDataFrame([(1, -2.5, "x"), (2, 3.0, "y")], schema).write.format("delta").save(
         str(warehouse.path(action.source.table))
     )
     run_split(spark, action, warehouse, run_id="split")
-    key = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).first()["_dlq_sk"]
+    key = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table))).first()["_dlq_sk"]
     fix_rows(spark, warehouse, action, [key], set_fields={"unit.price": 2.5}, by="test")
     run_outbox(spark, action, warehouse, run_id="recycle")
     run_recycled(spark, action, warehouse, run_id="recycle")

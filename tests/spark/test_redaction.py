@@ -46,14 +46,14 @@ def payloads(spark, path: str, change_feed: bool = False):
 @pytest.mark.parametrize("method", ["mask", "sha256"])
 def test_sensitive_values_are_in_no_dlq_file_and_no_change_feed_row(spark, warehouse, method):
     action = redacting_action(method)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, 1, 1.0, "EUR", "bob@example.com", "5500000000000004"), (2, None, 2.0, "EUR", EMAIL, CARD)]
     rows += [(3, 3, -1.0, "EUR", None, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
 
     run_split(spark, action, warehouse, "split")
 
-    inbox = warehouse.path(action.quarantine.dlq_table)
+    inbox = warehouse.path(action.quarantine.inbox_table)
     assert files_holding(inbox, CARD) == [] and files_holding(inbox, EMAIL) == []
     stored = sorted(row["payload"] for row in payloads(spark, inbox)) + [
         row["payload"] for row in payloads(spark, inbox, change_feed=True)
@@ -93,11 +93,11 @@ def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spa
     schema = SCHEMA.replace("card STRING", "card BIGINT")
     source = FileSource(path=str(landing), format="csv", schema_ddl=schema, options={"header": "true"})
     action = redacting_action(source=source)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "split")
 
-    inbox = warehouse.path(action.quarantine.dlq_table)
+    inbox = warehouse.path(action.quarantine.inbox_table)
     rows = spark.read.format("delta").load(inbox).collect()
     assert [row["_dlq_rescued_data"] for row in rows] == ["[redacted]", "[redacted]"]
     # The parse message still says what is wrong, but shows no value: it could be a sensitive one.
@@ -108,11 +108,11 @@ def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spa
 
 def test_a_redacted_row_recycles_only_with_its_sensitive_values_supplied(spark, warehouse):
     action = redacting_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
     run_split(spark, action, warehouse, "split")
-    inbox = warehouse.path(action.quarantine.dlq_table)
+    inbox = warehouse.path(action.quarantine.inbox_table)
     key = spark.read.format("delta").load(inbox).first()["_dlq_sk"]
 
     with pytest.raises(OperatorError) as refused:
@@ -133,7 +133,7 @@ def test_a_sensitive_column_the_source_lacks_is_refused_before_anything_is_writt
     action = redacting_action()
     quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card", named)})
     action = action.model_copy(update={"quarantine": quarantine})
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(2, None, 2.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
 
@@ -144,7 +144,7 @@ def test_a_sensitive_column_the_source_lacks_is_refused_before_anything_is_writt
     assert (problem.code, problem.field) == ("QA-CFG-036", "quarantine.sensitive_columns")
     assert repr(named) in problem.message and "email" in problem.message
     assert not warehouse.is_delta_table(action.target_table)
-    assert spark.read.format("delta").load(warehouse.path(action.quarantine.dlq_table)).count() == 0
+    assert spark.read.format("delta").load(warehouse.path(action.quarantine.inbox_table)).count() == 0
 
 
 def test_a_fix_whose_sensitive_value_does_not_fit_fails_without_showing_the_value(spark, warehouse):
@@ -153,12 +153,12 @@ def test_a_fix_whose_sensitive_value_does_not_fit_fails_without_showing_the_valu
     action = redacting_action()
     quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card",)})
     action = action.model_copy(update={"quarantine": quarantine})
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", 4111111111111111)]
     schema = "row_no INT, order_id INT, amount DOUBLE, currency STRING, card BIGINT"
     spark.createDataFrame(rows, schema).write.format("delta").save(warehouse.path(action.source.table))
     run_split(spark, action, warehouse, "split")
-    inbox = warehouse.path(action.quarantine.dlq_table)
+    inbox = warehouse.path(action.quarantine.inbox_table)
     key = spark.read.format("delta").load(inbox).first()["_dlq_sk"]
     typed_by_hand = "4111 1111 1111 1111"
 
@@ -183,11 +183,11 @@ def test_values_a_fix_supplies_are_redacted_once_landed_or_failed_and_purged_fro
     or failed again its inbox and outbox rows hold them redacted, and `purge --physically` removes the files of
     their earlier images (the fix's, the change feed's) once the outbox has read them."""
     action = redacting_action(method)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", EMAIL, CARD), (2, None, 2.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
     run_split(spark, action, warehouse, "split")
-    inbox, outbox = warehouse.path(action.quarantine.dlq_table), warehouse.path(action.quarantine.outbox_table)
+    inbox, outbox = warehouse.path(action.quarantine.inbox_table), warehouse.path(action.quarantine.outbox_table)
     keys = {
         row["no"]: row["_dlq_sk"]
         for row in spark.read.format("delta")

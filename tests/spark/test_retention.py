@@ -70,7 +70,7 @@ def test_purge_deletes_resolved_rows_past_retention_and_never_an_open_one(spark,
         6: (True, "recycled"),
     }
     assert isinstance(loop.tick(), SensorResult)  # the cursor moves past the fixes
-    inbox = warehouse.path(loop.action.quarantine.dlq_table)
+    inbox = warehouse.path(loop.action.quarantine.inbox_table)
     now = datetime.now(timezone.utc)
 
     def purge(older_than: timedelta, at: datetime, dry_run: bool = False):

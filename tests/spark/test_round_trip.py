@@ -64,7 +64,7 @@ def rows_by_number(frame) -> dict[int, dict]:
 @pytest.fixture
 def every_type(spark, warehouse):
     action = orders_action(name="dq_types", source_table="demo.bronze.types", rules=FLAG_RULE)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     schema = StructType.fromDDL(EVERY_TYPE)
     source = spark.sql(ROWS).select(
         *[F.col(f"col{index + 1}").cast(field.dataType).alias(field.name) for index, field in enumerate(schema)]
@@ -76,7 +76,7 @@ def every_type(spark, warehouse):
 
 def test_every_type_round_trips_field_by_field_through_fix_and_recycle(spark, warehouse, every_type):
     action, source = every_type
-    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table)))
+    inbox = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table)))
     keys = [row["_dlq_sk"] for row in inbox.collect()]
     assert len(keys) == 2
 
@@ -124,7 +124,7 @@ def test_a_value_that_would_change_fails_payload_type_naming_path_and_value(
     spark, warehouse, every_type, change, problem
 ):
     action, _ = every_type
-    inbox_path = str(warehouse.path(action.quarantine.dlq_table))
+    inbox_path = str(warehouse.path(action.quarantine.inbox_table))
     key = spark.read.format("delta").load(inbox_path).where("variant_get(_row_data, '$.row_no', 'int') = 2").first()
     fix_rows(spark, warehouse, action, [key["_dlq_sk"]], set_fields={"flag": "ok", **change}, by="test")
     run_outbox(spark, action, warehouse, "recycle")
@@ -141,7 +141,7 @@ def test_a_value_that_would_change_fails_payload_type_naming_path_and_value(
 
 def test_a_source_map_with_keys_that_are_not_strings_is_refused_before_anything_is_written(spark, warehouse):
     action = orders_action(name="dq_maps", source_table="demo.bronze.maps", rules=FLAG_RULE)
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     spark.sql("SELECT 1 AS row_no, 'bad' AS flag, array(named_struct('counts', map(1, 'one'))) AS items").write.format(
         "delta"
     ).save(str(warehouse.path(action.source.table)))

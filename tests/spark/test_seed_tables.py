@@ -51,7 +51,7 @@ def test_the_whole_loop_runs_on_seed_tables_and_says_what_is_lost(spark, warehou
     warnings = inbox_materialization.metadata["dlq_warnings"].value
     assert "demo.ops.dlq has no _dlq_attempt" in warnings and "max_attempts cannot be enforced" in warnings
     assert "quarantine-assets upgrade-tables" in warnings
-    dlq = loop.action.quarantine.dlq_table
+    dlq = loop.action.quarantine.inbox_table
     assert listing(spark, warehouse, dlq, RowFilter(source_table="demo.bronze.orders"), 10).count() == 3
     assert inbox_row(spark, warehouse, dlq, loop.key_of(2))["_dlq_status"] == "quarantined"
     per_rule = {row["rule"]: row["count"] for row in queue_stats(spark, warehouse, dlq, RowFilter()).counts}

@@ -73,11 +73,11 @@ def test_the_original_record_is_read_back_from_the_dlq_row_alone(spark, warehous
         options = {"header": "true"} if source_format == "csv" else {}
         source = FileSource(path=str(landing), format=source_format, options=options, schema_ddl=ORDERS_SCHEMA)
         action = action.model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
-    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).collect()
+    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table))).collect()
     expected_rows = {"csv": 5, "json": 3, "delta": 3}[source_format]  # the bad records above
     assert len(records) == expected_rows
     for record in records:
@@ -169,11 +169,11 @@ def test_a_rows_line_number_and_byte_offset_find_its_record(spark, warehouse, tm
     (landing / f"awkward name.{source_format}").write_bytes(line_end.join(lines).encode() + line_end.encode())
     source = FileSource(path=str(landing), format=source_format, options=options, schema_ddl=ORDERS_SCHEMA)
     action = orders_action().model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
-    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).collect()
+    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table))).collect()
     assert len(records) == 3
     for record in records:
         position = record["_dlq_source_position"]
@@ -193,14 +193,14 @@ def test_the_line_number_holds_in_a_file_spark_read_in_several_splits(spark, war
     (landing / "big.json").write_text("\n".join(lines) + "\n")
     source = FileSource(path=str(landing), format="json", schema_ddl=ORDERS_SCHEMA)
     action = orders_action().model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "500")  # about 8 lines per split
     try:
         run_split(spark, action, warehouse, "run")
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
 
-    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.dlq_table))).collect()
+    records = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table))).collect()
     assert len(records) == 9  # row_no 0, 7, ..., 56
     assert {record["_dlq_source_position"]["split_start"] > 0 for record in records} == {True, False}
     for record in records:

@@ -27,7 +27,7 @@ from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.errors import MissingTableError, UnhealthyTableError
 
 ACTION = orders_action()
-DLQ = ACTION.quarantine.dlq_table
+DLQ = ACTION.quarantine.inbox_table
 SOURCE_TABLE = ACTION.quarantine.source_table
 OTHER_OWNER = "other_pipeline/orders/dq_orders"
 CLUSTERED = "CLUSTER BY (_dlq_source_table)"

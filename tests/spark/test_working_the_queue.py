@@ -45,7 +45,7 @@ def loop(spark, warehouse, tmp_path):
 
 
 def _inbox_version(loop) -> int:
-    return loop.warehouse.delta_table(loop.action.quarantine.dlq_table).version()
+    return loop.warehouse.delta_table(loop.action.quarantine.inbox_table).version()
 
 
 def _statuses(loop) -> dict[int, str]:

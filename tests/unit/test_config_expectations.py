@@ -34,9 +34,9 @@ expectations:
 """
 
 EXPECTED = (
-    Rule(name="valid_order_id", expression="order_id IS NOT NULL", action="drop"),
-    Rule(name="known_currency", expression="currency IN ('EUR','USD')", action="warn"),
-    Rule(name="non_negative_amount", expression="amount >= 0", action="fail"),
+    Rule(name="valid_order_id", expression="order_id IS NOT NULL", failure_action="drop"),
+    Rule(name="known_currency", expression="currency IN ('EUR','USD')", failure_action="warn"),
+    Rule(name="non_negative_amount", expression="amount >= 0", failure_action="fail"),
 )
 
 
@@ -59,7 +59,7 @@ def test_quarantine_mode_turns_every_rule_into_drop_and_warns_only_for_written_w
     rules, problems = rules_from(
         tmp_path, MAPPING_SHAPE + '"_rescued_data IS NULL": {name: no_rescued_data}\n', mode="quarantine"
     )
-    assert {rule.action for rule in rules} == {"drop"}
+    assert {rule.failure_action for rule in rules} == {"drop"}
     assert [(p.code, p.severity, p.field) for p in problems] == [
         ("QA-CFG-019", "warning", "[\"currency IN ('EUR','USD')\"].action"),
         ("QA-CFG-019", "warning", "['amount >= 0'].action"),
@@ -68,7 +68,7 @@ def test_quarantine_mode_turns_every_rule_into_drop_and_warns_only_for_written_w
 
 def test_rule_without_action_defaults_to_warn_as_in_the_reference(tmp_path):
     (rule,), _ = rules_from(tmp_path, '"amount >= 0": {name: non_negative_amount}\n')
-    assert rule.action == "warn"
+    assert rule.failure_action == "warn"
 
 
 def test_empty_file_has_no_rules(tmp_path):

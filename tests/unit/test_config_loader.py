@@ -51,14 +51,14 @@ def test_demo_customers_write_target_uses_database_form(demo, tmp_path):
 
 def test_demo_actions_share_one_dlq_with_distinct_source_tables(demo):
     specs = {action.key: action.quarantine for action in demo.actions}
-    assert {spec.dlq_table for spec in specs.values()} == {"demo.ops.dlq"}
+    assert {spec.inbox_table for spec in specs.values()} == {"demo.ops.dlq"}
     assert specs["dq_orders"].outbox_table == "demo.ops.dlq_outbox"
     assert specs["dq_orders"].source_table == "demo.bronze.orders"
     assert specs["dq_customers"].source_table == "demo.bronze.customers"
 
 
 def test_demo_warn_and_fail_rules_are_coerced_to_drop_with_warnings(demo):
-    assert all(rule.action == "drop" for action in demo.actions for rule in action.rules)
+    assert all(rule.failure_action == "drop" for action in demo.actions for rule in action.rules)
     coerced = sorted((warning.code, warning.file.name) for warning in demo.warnings)
     assert coerced == [("QA-CFG-019", "customers.yaml"), ("QA-CFG-019", "orders.yaml")]
 

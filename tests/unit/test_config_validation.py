@@ -100,10 +100,10 @@ def test_quarantine_block_outside_quarantine_mode_is_qa_cfg_012(tmp_path, mode):
 
 
 @pytest.mark.parametrize(
-    "dlq_table", ["ops.dlq", "main.ops.dlq.extra", None], ids=["two parts", "four parts", "missing"]
+    "inbox_table", ["ops.dlq", "main.ops.dlq.extra", None], ids=["two parts", "four parts", "missing"]
 )
-def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, dlq_table):
-    quarantine = {"source_table": "main.bronze.orders"} | ({"dlq_table": dlq_table} if dlq_table else {})
+def test_dlq_table_not_fully_qualified_is_qa_cfg_013(tmp_path, inbox_table):
+    quarantine = {"source_table": "main.bronze.orders"} | ({"dlq_table": inbox_table} if inbox_table else {})
     config = project_dir(tmp_path, {"orders.yaml": flowgroup(quarantine=quarantine)})
     assert_has(problems_of(config), "QA-CFG-013", config / "pipelines/orders.yaml", "actions[1].quarantine.dlq_table")
 
@@ -163,7 +163,7 @@ def test_warn_rule_in_quarantine_mode_acts_as_drop_with_warning_qa_cfg_019(tmp_p
     rules = {"currency IN ('EUR')": {"action": "warn", "name": "known_currency"}}
     config = project_dir(tmp_path, {"orders.yaml": flowgroup()}, rules=rules)
     project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
-    assert project.actions[0].rules[0].action == "drop"
+    assert project.actions[0].rules[0].failure_action == "drop"
     warning = assert_has(
         list(project.warnings), "QA-CFG-019", config / "expectations/rules.yaml", "[\"currency IN ('EUR')\"].action"
     )
@@ -204,7 +204,7 @@ def test_two_quarantine_actions_sharing_dlq_and_source_table_is_qa_cfg_020_namin
 def test_shared_dlq_with_distinct_source_tables_is_accepted(tmp_path):
     config = project_dir(tmp_path, {"orders.yaml": flowgroup("orders"), "returns.yaml": flowgroup("returns")})
     project = load_project(config, env="dev", warehouse=tmp_path / "warehouse")
-    assert {action.quarantine.dlq_table for action in project.actions} == {"main.ops.dlq"}
+    assert {action.quarantine.inbox_table for action in project.actions} == {"main.ops.dlq"}
 
 
 def test_two_data_quality_actions_with_one_name_is_qa_cfg_021(tmp_path):

@@ -19,9 +19,9 @@ class Claim:
     claimed_by: str | None
 
 
-def claims(warehouse: Warehouse, dlq_table: str) -> dict[str, Claim]:
+def claims(warehouse: Warehouse, inbox_table: str) -> dict[str, Claim]:
     """Every claim on the DLQ, by source_table; empty while nobody has claimed anything."""
-    table = claims_table(dlq_table)
+    table = claims_table(inbox_table)
     if not warehouse.is_delta_table(table):
         return {}
     columns = [SOURCE_TABLE, OWNER, CLAIMED_BY]

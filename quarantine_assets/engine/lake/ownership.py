@@ -27,7 +27,7 @@ from quarantine_assets.engine.lake.tables import Warehouse
 SINGLE_SOURCE_OWNER = "single_source_owner"
 
 
-def source_owners(warehouse: Warehouse, dlq_table: str, source_table: str) -> set[str]:
+def source_owners(warehouse: Warehouse, inbox_table: str, source_table: str) -> set[str]:
     """Every `_dlq_action` that inserted rows for `source_table` since the change feed was last turned on.
 
     The change feed, not the current rows: delta-rs cannot read rows of a table with deletion
@@ -35,12 +35,12 @@ def source_owners(warehouse: Warehouse, dlq_table: str, source_table: str) -> se
     table has no `_dlq_action` column (rows do not say who wrote them); raises DeltaError when
     the change feed is off or unreadable.
     """
-    delta_table = warehouse.delta_table(dlq_table)
+    delta_table = warehouse.delta_table(inbox_table)
     if OWNER not in column_types(delta_table):
         return set()
     quoted = source_table.replace("'", "''")
     changes = delta_table.load_cdf(
-        starting_version=change_feed_start(warehouse.log(dlq_table), delta_table.version()),
+        starting_version=change_feed_start(warehouse.log(inbox_table), delta_table.version()),
         columns=[CLUSTERING_COLUMN, OWNER],
         predicate=f"_change_type = 'insert' AND {CLUSTERING_COLUMN} = '{quoted}'",
     )
@@ -52,11 +52,11 @@ def source_owners(warehouse: Warehouse, dlq_table: str, source_table: str) -> se
 
 def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
     """A source_table has one owner across every code location and deployment sharing the DLQ."""
-    dlq_table, source_table = action.quarantine.dlq_table, action.quarantine.source_table
-    state = read_table_state(warehouse, dlq_table)
+    inbox_table, source_table = action.quarantine.inbox_table, action.quarantine.source_table
+    state = read_table_state(warehouse, inbox_table)
     if state is None:
-        return missing_table_finding(warehouse, dlq_table, INBOX_ROLE, SINGLE_SOURCE_OWNER)
-    claim = claims(warehouse, dlq_table).get(source_table)
+        return missing_table_finding(warehouse, inbox_table, INBOX_ROLE, SINGLE_SOURCE_OWNER)
+    claim = claims(warehouse, inbox_table).get(source_table)
     seen = state_metadata(state) | {
         "source_table": source_table,
         "expected_owner": action.owner,
@@ -68,7 +68,7 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             SINGLE_SOURCE_OWNER,
             False,
             ERROR,
-            f"{source_table} in {dlq_table} is claimed by {claim.owner}, not by {action.owner}, so every write of "
+            f"{source_table} in {inbox_table} is claimed by {claim.owner}, not by {action.owner}, so every write of "
             f"{action.owner} to it is refused. Release the claim with `{RELEASE_COMMAND} {source_table}` or hand "
             f"it over with `{TRANSFER_COMMAND} {source_table} --to {action.owner}`",
             seen,
@@ -81,15 +81,15 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
 
     if OWNER not in state.columns:
         return unverifiable(
-            f"{dlq_table} has no {OWNER} column, so rows do not say which action wrote them; "
+            f"{inbox_table} has no {OWNER} column, so rows do not say which action wrote them; "
             f"add it in place with: {UPGRADE_TABLES_COMMAND}"
         )
     if not is_true(state.properties.get(CHANGE_DATA_FEED_PROPERTY)):
-        return unverifiable(f"the change feed of {dlq_table} is off (see the {CHANGE_DATA_FEED} check)")
+        return unverifiable(f"the change feed of {inbox_table} is off (see the {CHANGE_DATA_FEED} check)")
     try:
-        owners = source_owners(warehouse, dlq_table, source_table)
+        owners = source_owners(warehouse, inbox_table, source_table)
     except DeltaError as error:
-        return unverifiable(f"the change feed of {dlq_table} is unreadable: {error}")
+        return unverifiable(f"the change feed of {inbox_table} is unreadable: {error}")
     others = sorted(owners - {action.owner})
     seen |= {"owners_seen": sorted(owners)}
     if others:
@@ -97,10 +97,12 @@ def source_owner(warehouse: Warehouse, action: DataQualityAction) -> Finding:
             SINGLE_SOURCE_OWNER,
             False,
             ERROR,
-            f"{dlq_table} holds rows for {source_table} written by {others}, not only by {action.owner}"
+            f"{inbox_table} holds rows for {source_table} written by {others}, not only by {action.owner}"
             f"{' (the claimed owner)' if claim else ''}: "
             "both actions recycle the same slice, so each one's fixed rows can reach the other's target. "
             "Give each action its own quarantine.source_table",
             seen,
         )
-    return Finding(SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {dlq_table}", seen)
+    return Finding(
+        SINGLE_SOURCE_OWNER, True, ERROR, f"only {action.owner} writes {source_table} in {inbox_table}", seen
+    )

@@ -139,9 +139,9 @@ def _findings(warehouse: Warehouse, table: str, role: DlqRole, state: TableState
     return [_CHECKS[check](state, role) for check in checks_for(role)]
 
 
-def outbox_exists(warehouse: Warehouse, dlq_table: str) -> Finding:
+def outbox_exists(warehouse: Warehouse, inbox_table: str) -> Finding:
     """The outbox is not configured: its name is always derived from the inbox's."""
-    outbox = outbox_table(dlq_table)
+    outbox = outbox_table(inbox_table)
     if not warehouse.is_delta_table(outbox):
         return missing_table_finding(warehouse, outbox, OUTBOX_ROLE, OUTBOX_EXISTS)
     return Finding(

@@ -181,35 +181,35 @@ def stats_columns(columns: dict[str, str]) -> list[str]:
     ]
 
 
-def inbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
+def inbox_ddl(warehouse: Warehouse, inbox_table: str, core: bool = False) -> str:
     columns = INBOX_CORE_COLUMNS | ({} if core else INBOX_CONTEXT_COLUMNS)
-    return _ddl(warehouse.path(dlq_table), columns, INBOX_PROPERTIES, core)
+    return _ddl(warehouse.path(inbox_table), columns, INBOX_PROPERTIES, core)
 
 
-def outbox_ddl(warehouse: Warehouse, dlq_table: str, core: bool = False) -> str:
+def outbox_ddl(warehouse: Warehouse, inbox_table: str, core: bool = False) -> str:
     columns = OUTBOX_CORE_COLUMNS | ({} if core else OUTBOX_CONTEXT_COLUMNS)
-    return _ddl(warehouse.path(outbox_table(dlq_table)), columns, OUTBOX_PROPERTIES, core)
+    return _ddl(warehouse.path(outbox_table(inbox_table)), columns, OUTBOX_PROPERTIES, core)
 
 
-def claims_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+def claims_ddl(warehouse: Warehouse, inbox_table: str) -> str:
     """Plain Delta, no deletion vectors: delta-rs reads it without a JVM."""
     columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in CLAIMS_COLUMNS.items())
-    table = table_reference(warehouse.path(claims_table(dlq_table)))
+    table = table_reference(warehouse.path(claims_table(inbox_table)))
     return f"CREATE TABLE IF NOT EXISTS {table} (\n{columns}\n) USING DELTA"
 
 
-def metrics_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+def metrics_ddl(warehouse: Warehouse, inbox_table: str) -> str:
     columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in METRICS_COLUMNS.items())
-    reference = table_reference(warehouse.path(metrics_table(dlq_table)))
+    reference = table_reference(warehouse.path(metrics_table(inbox_table)))
     return (
         f"CREATE TABLE IF NOT EXISTS {reference} (\n{columns}\n) USING DELTA\n"
         f"TBLPROPERTIES ('delta.setTransactionRetentionDuration' = '{_TRANSACTION_RETENTION}')"
     )
 
 
-def files_ddl(warehouse: Warehouse, dlq_table: str) -> str:
+def files_ddl(warehouse: Warehouse, inbox_table: str) -> str:
     columns = ",\n".join(f"  {name} {sql_type}" for name, sql_type in FILES_COLUMNS.items())
-    reference = table_reference(warehouse.path(files_table(dlq_table)))
+    reference = table_reference(warehouse.path(files_table(inbox_table)))
     return f"CREATE TABLE IF NOT EXISTS {reference} (\n{columns}\n) USING DELTA"
 
 

@@ -36,15 +36,15 @@ def before_writing(spark: SparkSession, warehouse: Warehouse, action: DataQualit
 
 def claim_slice(spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, by: str) -> Claim:
     """The action's claim on its slice: verified, or made when nobody has one. Refused when another owns it."""
-    dlq_table, source_table = action.quarantine.dlq_table, action.quarantine.source_table
-    claim = claims(warehouse, dlq_table).get(source_table)
+    inbox_table, source_table = action.quarantine.inbox_table, action.quarantine.source_table
+    claim = claims(warehouse, inbox_table).get(source_table)
     if claim is None:
-        _write_claim(spark, warehouse, dlq_table, Claim(source_table, action.owner, by), replace=False)
-        claim = claims(warehouse, dlq_table)[source_table]
+        _write_claim(spark, warehouse, inbox_table, Claim(source_table, action.owner, by), replace=False)
+        claim = claims(warehouse, inbox_table)[source_table]
     if claim.owner != action.owner:
         raise OwnershipError(
             codes.SLICE_OWNED_ELSEWHERE,
-            f"{source_table} in {dlq_table} belongs to {claim.owner}, not to {action.owner}: nothing was written. "
+            f"{source_table} in {inbox_table} belongs to {claim.owner}, not to {action.owner}: nothing was written. "
             f"If {action.owner} should own it, release it with `{RELEASE_COMMAND} {source_table}` or hand it "
             f"over with `{TRANSFER_COMMAND} {source_table} --to {action.owner}`",
             file=action.config_file,
@@ -53,11 +53,11 @@ def claim_slice(spark: SparkSession, warehouse: Warehouse, action: DataQualityAc
     return claim
 
 
-def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, source_table: str) -> bool:
+def release_claim(spark: SparkSession, warehouse: Warehouse, inbox_table: str, source_table: str) -> bool:
     """Nobody owns the slice afterwards; the next writer of it claims it. False when it was not claimed."""
-    if source_table not in claims(warehouse, dlq_table):
+    if source_table not in claims(warehouse, inbox_table):
         return False
-    target = warehouse.path(claims_table(dlq_table))
+    target = warehouse.path(claims_table(inbox_table))
     # Delta's DELETE takes no SQL parameters; a MERGE with the name as data keeps it out of the SQL text.
     released = spark.createDataFrame([(source_table,)], f"{SOURCE_TABLE} STRING")
     merge_into(target, released, f"dlq.{SOURCE_TABLE} = new.{SOURCE_TABLE}", ["WHEN MATCHED THEN DELETE"])
@@ -65,20 +65,20 @@ def release_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, sou
 
 
 def transfer_claim(
-    spark: SparkSession, warehouse: Warehouse, dlq_table: str, source_table: str, owner: str, by: str
+    spark: SparkSession, warehouse: Warehouse, inbox_table: str, source_table: str, owner: str, by: str
 ) -> None:
     """Hand the slice to `owner` (pipeline/flowgroup/action), claimed or not."""
-    _write_claim(spark, warehouse, dlq_table, Claim(source_table, owner, by), replace=True)
+    _write_claim(spark, warehouse, inbox_table, Claim(source_table, owner, by), replace=True)
 
 
-def _write_claim(spark: SparkSession, warehouse: Warehouse, dlq_table: str, claim: Claim, replace: bool) -> None:
+def _write_claim(spark: SparkSession, warehouse: Warehouse, inbox_table: str, claim: Claim, replace: bool) -> None:
     """One MERGE on the slice's row: inserted when nobody claims it, and replaced only for a transfer."""
-    retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, dlq_table)))
+    retry_on_conflict(lambda: spark.sql(claims_ddl(warehouse, inbox_table)))
     row = spark.createDataFrame(
         [(claim.source_table, claim.owner, claim.claimed_by)],
         f"{SOURCE_TABLE} STRING, {OWNER} STRING, {CLAIMED_BY} STRING",
     ).withColumn(CLAIMED_AT, F.current_timestamp())
-    target = warehouse.path(claims_table(dlq_table))
+    target = warehouse.path(claims_table(inbox_table))
     when_matched = ["WHEN MATCHED THEN UPDATE SET *"] if replace else []
     merge_into(
         target, row, f"dlq.{SOURCE_TABLE} = new.{SOURCE_TABLE}", [*when_matched, "WHEN NOT MATCHED THEN INSERT *"]

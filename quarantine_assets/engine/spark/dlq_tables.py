@@ -19,12 +19,12 @@ from quarantine_assets.engine.lake.tables import (
 )
 
 
-def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> dict[str, list[str]]:
+def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: str) -> dict[str, list[str]]:
     """Add the context columns an inbox or outbox lacks, in place: `ALTER TABLE ... ADD COLUMNS` rewrites no data."""
     added = {}
     for table, context_columns in (
-        (dlq_table, INBOX_CONTEXT_COLUMNS),
-        (outbox_table(dlq_table), OUTBOX_CONTEXT_COLUMNS),
+        (inbox_table, INBOX_CONTEXT_COLUMNS),
+        (outbox_table(inbox_table), OUTBOX_CONTEXT_COLUMNS),
     ):
         missing = missing_context_columns(set(warehouse.delta_table(table).schema().to_arrow().names), context_columns)
         if missing:
@@ -34,15 +34,15 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str
     return added
 
 
-def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, dlq_table: str) -> None:
+def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: str) -> None:
     """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
     tables = (
-        (dlq_table, inbox_ddl),
-        (outbox_table(dlq_table), outbox_ddl),
-        (claims_table(dlq_table), claims_ddl),
-        (metrics_table(dlq_table), metrics_ddl),
-        (files_table(dlq_table), files_ddl),
+        (inbox_table, inbox_ddl),
+        (outbox_table(inbox_table), outbox_ddl),
+        (claims_table(inbox_table), claims_ddl),
+        (metrics_table(inbox_table), metrics_ddl),
+        (files_table(inbox_table), files_ddl),
     )
     for table, ddl in tables:
         if not warehouse.is_delta_table(table):
-            spark.sql(ddl(warehouse, dlq_table))
+            spark.sql(ddl(warehouse, inbox_table))

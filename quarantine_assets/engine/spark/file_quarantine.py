@@ -116,7 +116,7 @@ class FileBatch:
 
     def _recorded(self) -> set[str]:
         """The files set aside for this batch by an earlier attempt of it."""
-        table = files_table(self.action.quarantine.dlq_table)
+        table = files_table(self.action.quarantine.inbox_table)
         if not self.warehouse.is_delta_table(table):
             return set()
         condition = (
@@ -152,9 +152,9 @@ class FileBatch:
             None,
         )
         schema = ", ".join(f"{name} {sql_type.removesuffix(' NOT NULL')}" for name, sql_type in FILES_COLUMNS.items())
-        path = self.warehouse.path(files_table(quarantine.dlq_table))
-        if not self.warehouse.is_delta_table(files_table(quarantine.dlq_table)):
-            spark.sql(files_ddl(self.warehouse, quarantine.dlq_table))
+        path = self.warehouse.path(files_table(quarantine.inbox_table))
+        if not self.warehouse.is_delta_table(files_table(quarantine.inbox_table)):
+            spark.sql(files_ddl(self.warehouse, quarantine.inbox_table))
         new = spark.createDataFrame([record], schema)
         merge_into(path, new, f"dlq.{KEY} = new.{KEY}", ["WHEN NOT MATCHED THEN INSERT *"])
 
@@ -211,11 +211,11 @@ def _head(spark: SparkSession, file: str) -> str | None:
     return "\n".join(line["value"] for line in lines)[:HEAD_CHARACTERS]
 
 
-def set_aside_files(warehouse: Warehouse, dlq_tables: list[str]) -> list[dict]:
+def set_aside_files(warehouse: Warehouse, inbox_tables: list[str]) -> list[dict]:
     """Every file record of the DLQs, newest first, read without a JVM."""
     found = []
-    for dlq_table in dlq_tables:
-        table = files_table(dlq_table)
+    for inbox_table in inbox_tables:
+        table = files_table(inbox_table)
         if warehouse.is_delta_table(table):
             found += warehouse.delta_table(table).to_pyarrow_table().to_pylist()
     return sorted(found, key=lambda record: record[TIMESTAMP], reverse=True)

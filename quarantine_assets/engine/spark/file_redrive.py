@@ -52,8 +52,8 @@ def redrive_file(
 ) -> list[FileRedrive]:
     """Every set-aside record of the file not yet redriven (one per batch that set it aside), redriven in turn."""
     actions = {action.owner: action for action in actions if isinstance(action.source, FileSource)}
-    dlq_tables = sorted({action.quarantine.dlq_table for action in actions.values() if action.quarantine})
-    records = [record for record in set_aside_files(warehouse, dlq_tables) if same_file(record[SOURCE_FILE], path)]
+    inbox_tables = sorted({action.quarantine.inbox_table for action in actions.values() if action.quarantine})
+    records = [record for record in set_aside_files(warehouse, inbox_tables) if same_file(record[SOURCE_FILE], path)]
     waiting = [record for record in records if record[STATUS] == QUARANTINED and record[OWNER] in actions]
     if not waiting:
         done = "it was redriven already" if records else "no file of that path was set aside"
@@ -91,7 +91,7 @@ def _redrive(
         REDRIVEN_ROWS: "new.rows",
     }
     merge_into(
-        warehouse.path(files_table(action.quarantine.dlq_table)),
+        warehouse.path(files_table(action.quarantine.inbox_table)),
         marked.withColumn("resolved_by", F.lit(by)),
         f"dlq.{KEY} = new.{KEY}",
         [when_matched_update(f"dlq.{STATUS} = '{QUARANTINED}'", assignments)],

@@ -53,7 +53,7 @@ class Provenance:
     """Where a quarantined batch came from and who judged it."""
 
     source_table: str
-    action: str
+    owner: str
     run_id: str
     config_version: str
     stream_id: str  # the checkpoint's query id
@@ -99,7 +99,7 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
         F.col(FAILED_RULES),
         carried(SPARK_RESCUED_DATA, "string").alias(RESCUED_DATA),
         row_payload(payload_columns(quarantined)).alias(ROW_DATA),
-        F.lit(provenance.action).alias(OWNER),
+        F.lit(provenance.owner).alias(OWNER),
         F.lit(provenance.run_id).alias(RUN_ID),
         F.lit(provenance.config_version).alias(CONFIG_VERSION),
         F.lit(provenance.batch_id).cast("bigint").alias(BATCH_ID),
@@ -108,7 +108,7 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
         context(SOURCE_VERSION),
         F.lit(1).alias(ATTEMPT),
         F.current_timestamp().alias(UPDATED_AT),
-        F.lit(provenance.action).alias(UPDATED_BY),
+        F.lit(provenance.owner).alias(UPDATED_BY),
         F.col(ERRORS),
         context(ARRIVED_AT),
     )

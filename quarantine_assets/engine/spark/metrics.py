@@ -53,9 +53,9 @@ def record_step(
         age.total_seconds() if age is not None else None,
     )
     schema = ", ".join(f"{name} {sql_type.removesuffix(' NOT NULL')}" for name, sql_type in METRICS_COLUMNS.items())
-    table = metrics_table(action.quarantine.dlq_table)
+    table = metrics_table(action.quarantine.inbox_table)
     if not warehouse.is_delta_table(table):
-        spark.sql(metrics_ddl(warehouse, action.quarantine.dlq_table))
+        spark.sql(metrics_ddl(warehouse, action.quarantine.inbox_table))
     writer = f"metrics:{run_id}:{step}:{action.quarantine.source_table}"
     append_once(spark.createDataFrame([row], schema), warehouse.path(table), writer, 0)
     return backlog

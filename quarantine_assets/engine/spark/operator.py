@@ -59,8 +59,8 @@ class RowFilter:
     older_than: timedelta | None = None
 
 
-def inbox_rows(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter) -> DataFrame:
-    rows = spark.read.format("delta").load(warehouse.path(dlq_table))
+def inbox_rows(spark: SparkSession, warehouse: Warehouse, inbox_table: str, row_filter: RowFilter) -> DataFrame:
+    rows = spark.read.format("delta").load(warehouse.path(inbox_table))
     if row_filter.source_table:
         rows = rows.where(F.col(SOURCE_TABLE) == row_filter.source_table)
     if row_filter.status:
@@ -84,20 +84,22 @@ def refuse_bad_limit(limit: int | None, field: str) -> None:
         )
 
 
-def listing(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter, limit: int) -> DataFrame:
+def listing(
+    spark: SparkSession, warehouse: Warehouse, inbox_table: str, row_filter: RowFilter, limit: int
+) -> DataFrame:
     """The filtered rows, oldest first, at most `limit`, with the payload as JSON text."""
     refuse_bad_limit(limit, "limit")
-    rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
+    rows = inbox_rows(spark, warehouse, inbox_table, row_filter)
     listed = [column for column in LISTED_COLUMNS if column in rows.columns]
     return rows.select(*listed, F.to_json(ROW_DATA).alias("payload")).orderBy(TIMESTAMP).limit(limit)
 
 
-def inbox_row(spark: SparkSession, warehouse: Warehouse, dlq_table: str, key: str) -> dict[str, Any]:
+def inbox_row(spark: SparkSession, warehouse: Warehouse, inbox_table: str, key: str) -> dict[str, Any]:
     """Every column of one row, the payload as JSON text."""
-    rows = inbox_rows(spark, warehouse, dlq_table, RowFilter()).where(F.col(KEY) == key)
+    rows = inbox_rows(spark, warehouse, inbox_table, RowFilter()).where(F.col(KEY) == key)
     row = rows.withColumn(ROW_DATA, F.to_json(ROW_DATA)).first()
     if row is None:
-        raise OperatorError(codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {dlq_table}", field=key)
+        raise OperatorError(codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {inbox_table}", field=key)
     return row.asDict()
 
 
@@ -128,8 +130,8 @@ class QueueStats:
     oldest_quarantined_age: timedelta | None
 
 
-def queue_stats(spark: SparkSession, warehouse: Warehouse, dlq_table: str, row_filter: RowFilter) -> QueueStats:
-    rows = inbox_rows(spark, warehouse, dlq_table, row_filter)
+def queue_stats(spark: SparkSession, warehouse: Warehouse, inbox_table: str, row_filter: RowFilter) -> QueueStats:
+    rows = inbox_rows(spark, warehouse, inbox_table, row_filter)
     counts = (
         rows.select(SOURCE_TABLE, STATUS, F.explode_outer(f"{FAILED_RULES}.name").alias("rule"))
         .groupBy(SOURCE_TABLE, "rule", STATUS)
@@ -157,7 +159,7 @@ def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualit
     found = {
         row[KEY]: row
         for row in spark.read.format("delta")
-        .load(warehouse.path(action.quarantine.dlq_table))
+        .load(warehouse.path(action.quarantine.inbox_table))
         .where(F.col(KEY).isin(keys))
         .select(KEY, SOURCE_TABLE, STATUS, F.to_json(ROW_DATA).alias("payload"))
         .collect()
@@ -166,7 +168,7 @@ def _open_payloads(spark: SparkSession, warehouse: Warehouse, action: DataQualit
         row = found.get(key)
         if row is None:
             raise OperatorError(
-                codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {action.quarantine.dlq_table}", field=key
+                codes.UNKNOWN_KEY, f"no DLQ row with key {key} in {action.quarantine.inbox_table}", field=key
             )
         if row[SOURCE_TABLE] != source_table:
             raise OperatorError(

@@ -82,7 +82,7 @@ def _purge_redriven_file_records(
 ) -> int:
     """A set-aside file's record is resolved once redriven: it goes with the source's resolved rows. One still
     waiting for its redrive stays, whatever its age."""
-    table = files_table(action.quarantine.dlq_table)
+    table = files_table(action.quarantine.inbox_table)
     if not warehouse.is_delta_table(table):
         return 0
     condition = (

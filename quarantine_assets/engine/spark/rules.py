@@ -139,8 +139,8 @@ def count_columns(rules: Sequence[Rule]) -> list[Column]:
     """Everything the materialization reports about a batch, as aggregates over its evaluated rows."""
     return [
         F.count(F.lit(1)).alias("rows"),
-        F.sum(passes_all(with_action(rules, "drop")).cast("long")).alias("kept"),
-        F.sum((~passes_all(with_action(rules, "fail"))).cast("long")).alias("fail_rule_violations"),
+        F.sum(passes_all(with_failure_action(rules, "drop")).cast("long")).alias("kept"),
+        F.sum((~passes_all(with_failure_action(rules, "fail"))).cast("long")).alias("fail_rule_violations"),
         *failure_columns(rules),
     ]
 
@@ -192,5 +192,5 @@ def _headerless_hint(schema: StructType) -> str:
     return ""
 
 
-def with_action(rules: Sequence[Rule], action: str) -> list[Rule]:
-    return [rule for rule in rules if rule.action == action]
+def with_failure_action(rules: Sequence[Rule], failure_action: str) -> list[Rule]:
+    return [rule for rule in rules if rule.failure_action == failure_action]

@@ -36,8 +36,8 @@ from quarantine_assets.engine.spark.rules import (
     passes,
     passes_all,
     rule_column_problems,
-    with_action,
     with_failed_rules,
+    with_failure_action,
     with_record_parses,
 )
 from quarantine_assets.engine.spark.sensitive_columns import sensitive_column_problems
@@ -118,7 +118,7 @@ def split_batch(
         return _split_dropping(spark, rows, batch_id, writer, action, warehouse, rules)
     parsing = parsing if RECORD_PARSES in rules else None
     stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
-    kept_by = with_action(rules, "drop")
+    kept_by = with_failure_action(rules, "drop")
     delta_source = isinstance(action.source, DeltaSource)
     judged = judge(batch, rules, kept_by, with_source_file=delta_source)
     rows_validated = _validated_earlier(warehouse, action, writer, batch_id)
@@ -149,7 +149,7 @@ def split_batch(
     if counts.rejected:
         provenance = Provenance(
             source_table=action.quarantine.source_table,
-            action=action.owner,
+            owner=action.owner,
             run_id=run_id,
             config_version=action.config_version,
             stream_id=stream_id,
@@ -162,7 +162,7 @@ def split_batch(
         explained = without_verdict(with_failed_rules(rejected, rules, reason, judged_outcomes(rules)), rules)
         quarantine = action.quarantine
         records = inbox_records(redacted(explained, quarantine.sensitive_columns, quarantine.redaction), provenance)
-        held = append_to_dlq_table(spark, records, warehouse, quarantine.dlq_table, writer, batch_id)
+        held = append_to_dlq_table(spark, records, warehouse, quarantine.inbox_table, writer, batch_id)
     _refuse_unaccounted(action, batch_id, counts.rows, rows_validated, held)
     stage.remove()
     set_aside = files.set_aside if files else set()
@@ -191,7 +191,7 @@ def _split_dropping(
     """dqe mode: one write, which judges each row once; rows failing a drop rule are gone, as the
     reference does. The scan counts rows on the way (an observation, not an action of its own); a batch
     whose append a crashed attempt committed is counted again instead, as Delta skips that append."""
-    if with_action(rules, "fail"):
+    if with_failure_action(rules, "fail"):
         _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
     if _validated_earlier(warehouse, action, writer, batch_id) is not None:
         counts = batch_counts(batch, rules)
@@ -200,7 +200,7 @@ def _split_dropping(
         read = Observation(f"split_{action.key}_{batch_id}")
         observed = batch.observe(read, F.count(F.lit(1)).alias("rows"), *failure_columns(rules))
         added = _append_validated(
-            spark, warehouse, action, observed.where(passes_all(with_action(rules, "drop"))), writer, batch_id
+            spark, warehouse, action, observed.where(passes_all(with_failure_action(rules, "drop"))), writer, batch_id
         )
         rows, failures = read.get["rows"], failures_from(read.get, rules)
     rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
@@ -250,7 +250,7 @@ def _written_earlier(
     """The report of a batch whose commits were all made before a crash, from Delta's own counts. A stage
     is removed only once both commits hold its batch, so without one, the validated commit of the batch
     says that the inbox commit, if it had rows, is there too."""
-    held = committed_rows(warehouse.log(action.quarantine.dlq_table), writer, batch_id) or 0
+    held = committed_rows(warehouse.log(action.quarantine.inbox_table), writer, batch_id) or 0
     return SplitReport(
         batches=1,
         rows_read=rows_validated + held,
@@ -322,7 +322,7 @@ def _judges_alike(spark: SparkSession, action: DataQualityAction, stream: DataFr
 def _refuse_fail_rule_violations(counts: BatchCounts, rules, action: DataQualityAction, batch_id: int) -> None:
     """dqe mode: a violated `fail` rule stops the batch before anything of it is written."""
     if counts.fail_rule_violations:
-        failed = [rule.name for rule in with_action(rules, "fail") if counts.failures_per_rule[rule.name]]
+        failed = [rule.name for rule in with_failure_action(rules, "fail") if counts.failures_per_rule[rule.name]]
         raise DataQualityFailure(
             codes.FAIL_RULE_VIOLATED,
             f"{counts.fail_rule_violations} row(s) violate fail rule(s) {failed} in batch {batch_id}; "
