@@ -20,4 +20,4 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".[test]"
 # The first Spark start resolves Delta's jars from Maven Central into Ivy's cache; later runs reuse it.
-.venv/bin/python -c "from quarantine_assets.engine.session import build_spark_session as b; b('local[1]').stop()"
+.venv/bin/python -c "from quarantine_assets.engine.spark.session import build_spark_session as b; b('local[1]').stop()"
