@@ -62,7 +62,7 @@ warehouse, landing = Warehouse(sys.argv[1]), sys.argv[2]
 source = FileSource(path=landing, format="csv", options={"header": "true"}, schema_ddl=ORDERS_SCHEMA)
 action = orders_action().model_copy(update={"source": source})
 spark = spark_session(warehouse)
-create_dlq_tables(spark, warehouse, action.quarantine.dlq_table)
+create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
 report = run_split(spark, action, warehouse, "attached")
 with open(f"{landing}/b.csv", "w") as fixed:
     fixed.write("row_no,order_id,amount,currency\\n3,3,3.5,EUR\\n")
