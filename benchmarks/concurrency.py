@@ -63,7 +63,8 @@ def run(
     rounds: Annotated[int, typer.Option(help="Batches each split worker ingests.")] = 3,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse
+    from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
     from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))

@@ -89,7 +89,8 @@ def run(
     steps: Annotated[str, typer.Option(help="Comma-separated steps to try.")] = ",".join(STEPS),
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse
+    from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
     from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="crash-trials-"))
@@ -140,7 +141,9 @@ def aimed(
 ) -> None:
     import importlib
 
-    from quarantine_assets.engine.lake.tables import Warehouse, create_dlq_tables
+    from quarantine_assets.engine.lake.tables import Warehouse
+
+    from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
     from quarantine_assets.engine.spark.session import build_spark_session
 
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="crash-points-"))

@@ -245,7 +245,7 @@ def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_iden
     """A crash after both commits and before the checkpoint's; the action then moved (`transfer-claim`)."""
     from builders import orders_action
 
-    from quarantine_assets.engine.lake.tables import create_dlq_tables
+    from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 
     action = orders_action()
     create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)

@@ -223,7 +223,7 @@ def test_dqe_mode_drops_failing_rows_and_reports_them(spark, warehouse):
 def test_dqe_fail_rule_stops_the_batch_and_writes_nothing(spark, warehouse):
     from builders import ORDER_RULES
 
-    rules = (ORDER_RULES[0].model_copy(update={"action": "fail"}), *ORDER_RULES[1:])
+    rules = (ORDER_RULES[0].model_copy(update={"failure_action": "fail"}), *ORDER_RULES[1:])
     action = orders_action(mode="dqe", rules=rules)
     append_source(spark, warehouse, action, [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")])
     with pytest.raises(DataQualityFailure) as raised:
