@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -12,7 +14,7 @@ from pyspark.sql import functions as F
 
 from quarantine_assets import codes
 from quarantine_assets.commands import FILES_COMMAND, REDRIVE_FILE, command_line
-from quarantine_assets.config.models import DataQualityAction, DeltaSource, FileSource
+from quarantine_assets.config.models import DataQualityAction, DeltaSource, FileSource, Rule
 from quarantine_assets.engine.lake.delta_log import committed_rows, transaction_writers
 from quarantine_assets.engine.lake.dlq_schema import SOURCE_POSITION
 from quarantine_assets.engine.lake.tables import Warehouse
@@ -104,68 +106,40 @@ def split_batch(
 ) -> SplitReport:
     """Two appends, each idempotent on (stream, batch): the validated rows, then the rejected ones.
 
-    In quarantine mode both are written from one verdict (see `verdict`), kept in Spark's block store
-    unless `judges_alike` (each query of the batch judges its rows alike); in dqe mode the rejected rows
-    are dropped, so one write judges them. What each table received is Delta's count of the rows its
-    commit wrote. `parsing` is how a CSV or JSON source's records were parsed: it explains those that did not.
-    `files` are the batch's files, for a file source: one that cannot be read is set aside, in quarantine mode.
+    In quarantine mode the batch is judged once (`_judged`) and both tables are written from
+    that verdict; a re-run after a crash between the two commits writes the inbox from the staged verdict
+    (`_staged_verdict`). In dqe mode the rejected rows are dropped, so one write judges them. What each
+    table received is Delta's count of the rows its commit wrote. `parsing` is how a CSV or JSON source's
+    records were parsed: it explains those that did not. `files` are the batch's files, for a file source:
+    one that cannot be read is set aside, in quarantine mode.
     """
-    spark, action, warehouse, run_id = run.spark, run.action, run.warehouse, run.run_id
-    writer, stream_id, batch_id = commit.writer, commit.stream_id, commit.batch_id
+    action, warehouse = run.action, run.warehouse
     rules = with_record_parses(applicable_rules(action.rules, batch.columns), batch.columns)
     if action.quarantine is None:
-        rows = files.rows(batch) if files else batch
-        return _split_dropping(spark, rows, batch_id, writer, action, warehouse, rules)
-    parsing = parsing if RECORD_PARSES in rules else None
-    stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, stream_id, batch_id)
-    kept_by = with_failure_action(rules, "drop")
-    delta_source = isinstance(action.source, DeltaSource)
-    judged = judge(batch, rules, kept_by, with_source_file=delta_source)
-    rows_validated = _validated_earlier(warehouse, action, writer, batch_id)
+        return _split_dropping(run, files.rows(batch) if files else batch, commit, rules)
+    judging = _Judging(
+        rules,
+        kept_by=with_failure_action(rules, "drop"),
+        parsing=parsing if RECORD_PARSES in rules else None,
+        with_source_file=isinstance(action.source, DeltaSource),
+    )
+    stage = VerdictStage(warehouse, action.key, SPLIT_STREAM, commit.stream_id, commit.batch_id)
+    rows_validated = _validated_earlier(warehouse, action, commit)
     added = []
     if rows_validated is None:
         # Nothing of the batch is committed, whatever a crashed attempt staged: it is judged now.
-        while True:
-            judged = judge(files.rows(batch) if files else batch, rules, kept_by, with_source_file=delta_source)
-            with judged_once(judged, judges_alike=judges_alike) as verdict:
-                try:
-                    # Written before the first commit, by the job that judges the batch: the one that reads it.
-                    counts = stage.write(verdict, rules, kept_by, parsing)
-                except Exception as error:
-                    if files is None or not files.set_aside_file_of(spark, error):
-                        raise
-                    continue
-                _refuse_over_reject_limit(action, batch_id, counts)
-                kept = without_verdict(kept_rows(verdict), rules)
-                added = _append_validated(spark, warehouse, action, kept, writer, batch_id)
-            break
-        rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
+        with _judged(run, batch, judging, stage, judges_alike, files) as (judged, counts):
+            _refuse_over_reject_limit(action, commit.batch_id, counts)
+            added = _append_validated(run, commit, without_verdict(kept_rows(judged), judging.rules))
+        rows_validated = committed_rows(warehouse.log(action.target_table), commit.writer, commit.batch_id) or 0
     elif stage.is_complete():
-        # A crash between the two commits: the inbox receives the rows the first attempt rejected.
-        counts = verdict_counts(stage.read(spark, judged), rules, parsing).with_kept(rows_validated)
+        counts = _staged_verdict(run, batch, judging, stage).with_kept(rows_validated)
     else:
-        return _written_earlier(warehouse, action, writer, batch_id, rows_validated)
-    held = 0
-    if counts.rejected:
-        provenance = Provenance(
-            source_table=action.quarantine.source_table,
-            owner=action.owner,
-            run_id=run_id,
-            config_version=action.config_version,
-            stream_id=stream_id,
-            batch_id=batch_id,
-        )
-        rejected = stage.read(spark, judged)
-        if isinstance(action.source, DeltaSource):
-            rejected = with_delta_file_context(spark, rejected, action.source, warehouse)
-        reason = parse_reason(parsing) if parsing else None
-        explained = without_verdict(with_failed_rules(rejected, rules, reason, judged_outcomes(rules)), rules)
-        quarantine = action.quarantine
-        records = inbox_records(redacted(explained, quarantine.sensitive_columns, quarantine.redaction), provenance)
-        held = append_to_dlq_table(spark, records, warehouse, quarantine.inbox_table, writer, batch_id)
-    _refuse_unaccounted(action, batch_id, counts.rows, rows_validated, held)
+        return _written_earlier(warehouse, action, commit, rows_validated)
+    held = _append_rejected(run, batch, commit, judging, stage) if counts.rejected else 0
+    _refuse_unaccounted(action, commit.batch_id, counts.rows, rows_validated, held)
     stage.remove()
-    set_aside = files.set_aside if files else set()
+    set_aside = sorted(files.set_aside) if files else []
     return SplitReport(
         batches=1,
         rows_read=counts.rows,
@@ -174,36 +148,103 @@ def split_batch(
         rows_held_in_inbox=held,
         failures_per_rule=Counter(counts.failures_per_rule),
         parse_errors=Counter({code: count for code, count in counts.parse_errors.items() if count}),
-        warnings=_added_warnings(action, added) + [_set_aside_warning(file) for file in sorted(set_aside)],
-        files_set_aside=sorted(set_aside),
+        warnings=_added_warnings(action, added) + [_set_aside_warning(file) for file in set_aside],
+        files_set_aside=set_aside,
     )
 
 
-def _split_dropping(
-    spark: SparkSession,
+@dataclass(frozen=True)
+class _Judging:
+    """How a quarantine-mode batch is judged: its rules, the drop rules a kept row passes, how its records
+    were parsed (when a rule checks that they were), and whether a rejected row names its source file."""
+
+    rules: list[Rule]
+    kept_by: list[Rule]
+    parsing: RecordParsing | None
+    with_source_file: bool
+
+    def of(self, rows: DataFrame) -> DataFrame:
+        return judge(rows, self.rules, self.kept_by, with_source_file=self.with_source_file)
+
+
+@contextmanager
+def _judged(
+    run: StageRun,
     batch: DataFrame,
-    batch_id: int,
-    writer: str,
-    action: DataQualityAction,
-    warehouse: Warehouse,
-    rules: list,
-) -> SplitReport:
+    judging: _Judging,
+    stage: VerdictStage,
+    judges_alike: bool,
+    files: FileBatch | None,
+) -> Iterator[tuple[DataFrame, VerdictCounts]]:
+    """The batch judged once, and the verdict's counts: its rejected rows are staged before anything of it
+    is committed, by the job that reads the batch. The judged batch is kept in Spark's block store while the
+    block runs, unless `judges_alike`. A source file that cannot be read is set aside, and the batch judged
+    again without it."""
+    while True:
+        with judged_once(judging.of(files.rows(batch) if files else batch), judges_alike=judges_alike) as judged:
+            try:
+                counts = stage.write(judged, judging.rules, judging.kept_by, judging.parsing)
+            except Exception as error:
+                if files is None or not files.set_aside_file_of(run.spark, error):
+                    raise
+                continue
+            yield judged, counts
+            return
+
+
+def _staged_verdict(run: StageRun, batch: DataFrame, judging: _Judging, stage: VerdictStage) -> VerdictCounts:
+    """The counts of the rows a crashed attempt rejected and staged, once its validated commit held the rest."""
+    return verdict_counts(_staged_rows(run, batch, judging, stage), judging.rules, judging.parsing)
+
+
+def _staged_rows(run: StageRun, batch: DataFrame, judging: _Judging, stage: VerdictStage) -> DataFrame:
+    """The batch's rejected rows as they were judged, from its stage."""
+    return stage.read(run.spark, judging.of(batch))
+
+
+def _append_rejected(
+    run: StageRun, batch: DataFrame, commit: BatchCommit, judging: _Judging, stage: VerdictStage
+) -> int:
+    """The inbox append of the staged rejected rows, each with the rules it failed and the batch's
+    provenance; returns the rows the inbox commit wrote, by Delta's count."""
+    action, spark = run.action, run.spark
+    quarantine = action.quarantine
+    provenance = Provenance(
+        source_table=quarantine.source_table,
+        owner=action.owner,
+        run_id=run.run_id,
+        config_version=action.config_version,
+        stream_id=commit.stream_id,
+        batch_id=commit.batch_id,
+    )
+    rejected = _staged_rows(run, batch, judging, stage)
+    if isinstance(action.source, DeltaSource):
+        rejected = with_delta_file_context(spark, rejected, action.source, run.warehouse)
+    reason = parse_reason(judging.parsing) if judging.parsing else None
+    explained = with_failed_rules(rejected, judging.rules, reason, judged_outcomes(judging.rules))
+    records = inbox_records(
+        redacted(without_verdict(explained, judging.rules), quarantine.sensitive_columns, quarantine.redaction),
+        provenance,
+    )
+    return append_to_dlq_table(spark, records, run.warehouse, quarantine.inbox_table, commit.writer, commit.batch_id)
+
+
+def _split_dropping(run: StageRun, batch: DataFrame, commit: BatchCommit, rules: list[Rule]) -> SplitReport:
     """dqe mode: one write, which judges each row once; rows failing a drop rule are gone, as the
     reference does. The scan counts rows on the way (an observation, not an action of its own); a batch
     whose append a crashed attempt committed is counted again instead, as Delta skips that append."""
+    action, warehouse, batch_id = run.action, run.warehouse, commit.batch_id
     if with_failure_action(rules, "fail"):
         _refuse_fail_rule_violations(batch_counts(batch, rules), rules, action, batch_id)
-    if _validated_earlier(warehouse, action, writer, batch_id) is not None:
+    if _validated_earlier(warehouse, action, commit) is not None:
         counts = batch_counts(batch, rules)
         rows, failures, added = counts.rows, counts.failures_per_rule, []
     else:
         read = Observation(f"split_{action.key}_{batch_id}")
         observed = batch.observe(read, F.count(F.lit(1)).alias("rows"), *failure_columns(rules))
-        added = _append_validated(
-            spark, warehouse, action, observed.where(passes_all(with_failure_action(rules, "drop"))), writer, batch_id
-        )
+        added = _append_validated(run, commit, observed.where(passes_all(with_failure_action(rules, "drop"))))
         rows, failures = read.get["rows"], failures_from(read.get, rules)
-    rows_validated = committed_rows(warehouse.log(action.target_table), writer, batch_id) or 0
+    rows_validated = committed_rows(warehouse.log(action.target_table), commit.writer, batch_id) or 0
     return SplitReport(
         batches=1,
         rows_read=rows,
@@ -214,15 +255,15 @@ def _split_dropping(
     )
 
 
-def _append_validated(
-    spark: SparkSession, warehouse: Warehouse, action: DataQualityAction, rows: DataFrame, writer: str, batch_id: int
-) -> list[str]:
+def _append_validated(run: StageRun, commit: BatchCommit, rows: DataFrame) -> list[str]:
     """The append of a batch's validated rows, without what the split added to them; returns the source
     columns it added to the table."""
+    spark, action, warehouse = run.spark, run.action, run.warehouse
     validated = with_table_columns(rows.drop(*BOOKKEEPING_COLUMNS), action.operational_metadata)
     create_validated_table(spark, warehouse, action, validated.schema)
     added = added_columns(spark, warehouse, action, validated.schema)
-    append_once(validated, warehouse.path(action.target_table), writer, batch_id, add_columns=bool(added))
+    target = warehouse.path(action.target_table)
+    append_once(validated, target, commit.writer, commit.batch_id, add_columns=bool(added))
     return added
 
 
@@ -237,20 +278,20 @@ def _set_aside_warning(file: str) -> str:
     )
 
 
-def _validated_earlier(warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int) -> int | None:
+def _validated_earlier(warehouse: Warehouse, action: DataQualityAction, commit: BatchCommit) -> int | None:
     """The rows the validated commit of the batch wrote, by Delta's count; None when there is no such commit."""
     if not warehouse.is_delta_table(action.target_table):
         return None
-    return committed_rows(warehouse.log(action.target_table), writer, batch_id)
+    return committed_rows(warehouse.log(action.target_table), commit.writer, commit.batch_id)
 
 
 def _written_earlier(
-    warehouse: Warehouse, action: DataQualityAction, writer: str, batch_id: int, rows_validated: int
+    warehouse: Warehouse, action: DataQualityAction, commit: BatchCommit, rows_validated: int
 ) -> SplitReport:
     """The report of a batch whose commits were all made before a crash, from Delta's own counts. A stage
     is removed only once both commits hold its batch, so without one, the validated commit of the batch
     says that the inbox commit, if it had rows, is there too."""
-    held = committed_rows(warehouse.log(action.quarantine.inbox_table), writer, batch_id) or 0
+    held = committed_rows(warehouse.log(action.quarantine.inbox_table), commit.writer, commit.batch_id) or 0
     return SplitReport(
         batches=1,
         rows_read=rows_validated + held,
