@@ -34,8 +34,12 @@ def main() -> None:
     trials: dict[str, list[dict[str, float]]] = {"local[*]": [], "standalone": []}
     with spark_standalone(root / "spark-standalone") as master:
         for trial in range(repeat):
-            trials["local[*]"].append(as_a_user(spark, root / f"local-{trial}", "local[*]"))
-            trials["standalone"].append(as_a_user(spark, root / f"cluster-{trial}", master))
+            trials["local[*]"].append(
+                as_a_user(spark, root / f"local-{trial}", "local[*]", root / f"local-{trial}.log")
+            )
+            trials["standalone"].append(
+                as_a_user(spark, root / f"cluster-{trial}", master, root / f"cluster-{trial}.log")
+            )
     medians = {
         mode: {step: statistics.median(run[step] for run in runs) for step in runs[0]} for mode, runs in trials.items()
     }

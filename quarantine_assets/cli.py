@@ -131,7 +131,10 @@ class Workspace:
 def shared_options(
     context: typer.Context,
     config_dir: Annotated[
-        Path | None, typer.Option("--config-dir", help="Configs folder (default: $QUARANTINE_CONFIG_DIR or ./configs).")
+        Path | None,
+        typer.Option(
+            "--config-dir", help="Configs folder (default: $QUARANTINE_CONFIG_DIR or the project's configs/)."
+        ),
     ] = None,
     env: Annotated[
         str | None, typer.Option("--env", help="Substitutions environment (default: $QUARANTINE_ENV or dev).")
@@ -139,7 +142,8 @@ def shared_options(
     warehouse: Annotated[
         str | None,
         typer.Option(
-            "--warehouse", help="Warehouse root, a folder or URL (default: $QUARANTINE_WAREHOUSE or ./warehouse)."
+            "--warehouse",
+            help="Warehouse root, a folder or URL (default: $QUARANTINE_WAREHOUSE or the project's warehouse/).",
         ),
     ] = None,
 ) -> None:

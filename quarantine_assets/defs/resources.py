@@ -106,7 +106,8 @@ def _invalid_storage_options(problems: str) -> QuarantineError:
 def warehouse_resource(
     root: str | os.PathLike | None = None, storage_options: StorageOptions | None = None
 ) -> WarehouseResource:
-    """Unless given: `QUARANTINE_WAREHOUSE` (or ./warehouse) and `QUARANTINE_STORAGE_OPTIONS` (or local)."""
+    """Unless given: `QUARANTINE_WAREHOUSE` (or the project's warehouse/) and `QUARANTINE_STORAGE_OPTIONS`
+    (or local)."""
     return WarehouseResource(
         root=os.fspath(root or default_warehouse()), storage_options=storage_options or storage_options_from_env()
     )
