@@ -2,10 +2,10 @@
 
 - plain: the same `availableNow` stream and `foreachBatch`, filter, idempotent append to Delta
   (what `mode: dqe` with drop rules does, without a DLQ);
-- reference: seed 000's algorithm: two reads of the source (clean filter, inverse filter) and an
+- reference: Lakehouse Plumber's algorithm: two reads of the source (clean filter, inverse filter) and an
   insert-only MERGE into the inbox on an `xxhash64` key alone;
 - two appends: the plain write, then the rejected rows appended as they are into a second table
-  with the properties seed 000 requires of an inbox: the least any DLQ on Delta writes per batch;
+  with the properties Lakehouse Plumber requires of an inbox: the least any DLQ on Delta writes per batch;
 - direct append: rows appended to the validated table as they are, for the recycle path.
 """
 
@@ -57,7 +57,7 @@ def two_appends(
 
 
 def reference_split(spark: SparkSession, action: DataQualityAction, warehouse: Warehouse, checkpoint: Path) -> None:
-    """Seed 000: a clean stream and a quarantine stream, each reading the source."""
+    """Lakehouse Plumber's quarantine: a clean stream and a quarantine stream, each reading the source."""
     target = str(warehouse.path(action.target_table))
     source_table = action.quarantine.source_table
     inbox = DeltaTable.forPath(spark, str(warehouse.path(action.quarantine.inbox_table)))

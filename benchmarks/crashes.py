@@ -142,7 +142,6 @@ def aimed(
     import importlib
 
     from quarantine_assets.engine.lake.tables import Warehouse
-
     from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
     from quarantine_assets.engine.spark.session import build_spark_session
 

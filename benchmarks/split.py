@@ -11,7 +11,8 @@
     .venv/bin/python benchmarks/split.py context --source json   # ... of JSON lines, some of which do not parse
     .venv/bin/python benchmarks/split.py plot           # PNG plots of the newest results
 
-The baselines are written in `baselines.py`, from seed 000 and from plain Spark, not taken from the engine.
+The baselines are written in `baselines.py`, from Lakehouse Plumber's quarantine and from plain Spark, not taken
+from the engine.
 """
 
 from __future__ import annotations
@@ -526,7 +527,7 @@ def table_properties(
     repeats: int = 5,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    """What each table property seed 000 requires of an inbox adds to one append, against a table without them.
+    """What each table property Lakehouse Plumber requires of an inbox adds to one append, against a table without them.
 
     Every DLQ commit (the split's inbox append, the outbox's append and both MERGEs of a recycle)
     is made into such a table, so this is a floor under each of them."""

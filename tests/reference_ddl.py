@@ -1,10 +1,11 @@
-"""Seed 000's DDL for the DLQ inbox and outbox, as the reference's page gives it, with only the name filled in."""
+"""Lakehouse Plumber's DDL for the DLQ inbox and outbox, as the reference's page gives it, with only the name
+filled in."""
 
 from __future__ import annotations
 
 from quarantine_assets.config.models import outbox_table
 
-SEED_INBOX_DDL = """CREATE TABLE IF NOT EXISTS {table} (
+REFERENCE_INBOX_DDL = """CREATE TABLE IF NOT EXISTS {table} (
   _dlq_sk STRING NOT NULL,
   _dlq_source_table STRING NOT NULL,
   _dlq_status STRING NOT NULL,
@@ -20,7 +21,7 @@ TBLPROPERTIES (
   'delta.enableDeletionVectors' = 'true'
 );"""
 
-SEED_OUTBOX_DDL = """CREATE TABLE IF NOT EXISTS {table} (
+REFERENCE_OUTBOX_DDL = """CREATE TABLE IF NOT EXISTS {table} (
   _dlq_sk STRING NOT NULL,
   _dlq_source_table STRING NOT NULL,
   _row_data VARIANT NOT NULL,
@@ -37,7 +38,7 @@ def path_name(warehouse, table: str) -> str:
     return f"delta.`{warehouse.path(table)}`"
 
 
-def create_seed_tables(spark, warehouse, inbox_table: str) -> None:
+def create_reference_tables(spark, warehouse, inbox_table: str) -> None:
     """Run the statements unchanged: no USING clause, the trailing semicolon kept."""
-    spark.sql(SEED_INBOX_DDL.format(table=path_name(warehouse, inbox_table)))
-    spark.sql(SEED_OUTBOX_DDL.format(table=path_name(warehouse, outbox_table(inbox_table))))
+    spark.sql(REFERENCE_INBOX_DDL.format(table=path_name(warehouse, inbox_table)))
+    spark.sql(REFERENCE_OUTBOX_DDL.format(table=path_name(warehouse, outbox_table(inbox_table))))

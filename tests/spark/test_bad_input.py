@@ -93,7 +93,7 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
         len(bad_lines),
     )
     assert report.failures_per_rule["record_parses"] == len(bad_lines)
-    # Seed 000's column keeps its shape; the reason code and message are beside it, one entry per failure.
+    # The reference's column keeps its shape; the reason code and message are beside it, one entry per failure.
     assert all(set(rule.asDict()) == {"name", "rule"} for row in inbox for rule in row["_dlq_failed_rules"])
     assert all(len(row["_dlq_errors"]) == len(row["_dlq_failed_rules"]) for row in inbox)
     parse_errors = [error for row in inbox for error in row["_dlq_errors"] if error["type"] == "parse"]

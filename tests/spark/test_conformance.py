@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 from pyspark.sql import functions as F
-from seed_ddl import create_seed_tables
+from reference_ddl import create_reference_tables
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import RECYCLE_JOB, SPLIT_JOB, build_definitions
@@ -62,7 +62,7 @@ def test_a_reference_project_runs_end_to_end_and_reconciles(spark, tmp_path):
     root = tmp_path / "warehouse"
     project = load_project(CONFORMANCE, "dev", root)
     tables = Warehouse(root)
-    create_seed_tables(spark, tables, "conf.ops.dlq")
+    create_reference_tables(spark, tables, "conf.ops.dlq")
     landing = root / "_landing" / "orders"
     landing.mkdir(parents=True)
     (landing / "orders-1.csv").write_text("order_id,amount,currency\n" + "\n".join(",".join(r) for r in ORDERS) + "\n")

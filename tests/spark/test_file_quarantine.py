@@ -13,7 +13,7 @@ import pytest
 from builders import ORDERS_SCHEMA, orders_action
 from dagster import AssetCheckSeverity, DagsterInstance
 from faults import Killed, kill_once
-from seed_ddl import create_seed_tables
+from reference_ddl import create_reference_tables
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
@@ -262,13 +262,13 @@ def test_through_dagster_a_set_aside_file_warns_and_its_job_redrives_it_and_the_
     assert "redriven" in listed.output and "QA-SRC-003" in listed.output
 
 
-def test_dlq_tables_made_from_the_seeds_ddl_get_their_files_table_on_the_first_file_set_aside(
+def test_dlq_tables_made_from_the_references_ddl_get_their_files_table_on_the_first_file_set_aside(
     spark, warehouse, landing
 ):
     (landing / "a.csv").write_text(csv_text(1))
     (landing / "b.csv").write_text(csv_text(2, header="x,y,z,w"))
     action = file_action(landing)
-    create_seed_tables(spark, warehouse, action.quarantine.inbox_table)
+    create_reference_tables(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run-1")
     fixed_and_redriven(spark, warehouse, action, landing / "b.csv", csv_text(2))

@@ -1,4 +1,4 @@
-"""A DLQ created from seed 000's DDL, verbatim, takes the whole loop; what needs a context column degrades
+"""A DLQ created from Lakehouse Plumber's DDL, verbatim, takes the whole loop; what needs a context column degrades
 with a warning naming it, and `upgrade-tables` adds the columns in place."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from dagster import AssetCheckSeverity, SensorResult
 from deltalake import DeltaTable
 from graph_driver import Loop
-from seed_ddl import SEED_INBOX_DDL, SEED_OUTBOX_DDL, create_seed_tables, path_name
+from reference_ddl import REFERENCE_INBOX_DDL, REFERENCE_OUTBOX_DDL, create_reference_tables, path_name
 from test_table_checks import run_checks
 from typer.testing import CliRunner
 
@@ -31,15 +31,15 @@ def columns_of(path) -> list[str]:
     return DeltaTable(str(path)).schema().to_arrow().names
 
 
-def test_seed_ddl_creates_the_reference_shape_in_our_session(spark, warehouse):
-    create_seed_tables(spark, warehouse, "demo.ops.dlq")
+def test_reference_ddl_creates_the_reference_shape_in_our_session(spark, warehouse):
+    create_reference_tables(spark, warehouse, "demo.ops.dlq")
 
     assert columns_of(warehouse.path("demo.ops.dlq")) == list(INBOX_CORE_COLUMNS)
     assert columns_of(warehouse.path("demo.ops.dlq_outbox")) == list(OUTBOX_CORE_COLUMNS)
 
 
-def test_the_whole_loop_runs_on_seed_tables_and_says_what_is_lost(spark, warehouse, tmp_path):
-    loop = Loop(spark, warehouse, tmp_path, create_tables=create_seed_tables)
+def test_the_whole_loop_runs_on_reference_tables_and_says_what_is_lost(spark, warehouse, tmp_path):
+    loop = Loop(spark, warehouse, tmp_path, create_tables=create_reference_tables)
     split = loop.ingest([(1, 1, 10.0, "EUR"), (2, None, 5.0, "EUR"), (3, 3, -5.0, "USD"), (4, None, 1.0, "XXX")])
 
     inbox_materialization = next(
@@ -78,7 +78,7 @@ def test_the_whole_loop_runs_on_seed_tables_and_says_what_is_lost(spark, warehou
 
 
 def test_upgrade_tables_adds_every_context_column_and_rewrites_no_data(spark, warehouse, tmp_path):
-    loop = Loop(spark, warehouse, tmp_path, create_tables=create_seed_tables)
+    loop = Loop(spark, warehouse, tmp_path, create_tables=create_reference_tables)
     loop.ingest([(1, None, 1.0, "EUR")])
     inbox = warehouse.path("demo.ops.dlq")
     files_before = set(DeltaTable(str(inbox)).file_uris())
@@ -95,13 +95,13 @@ def test_upgrade_tables_adds_every_context_column_and_rewrites_no_data(spark, wa
     assert loop.validated() == [(1, 1, 1.0, "EUR")]
 
 
-def test_ddl_core_prints_the_seed_statements(tmp_path):
+def test_ddl_core_prints_the_reference_statements(tmp_path):
     printed = runner.invoke(app, ["--warehouse", str(tmp_path), "ddl", "--core"], env={"COLUMNS": "250"})
 
     assert printed.exit_code == 0, printed.output
     statements = [part.strip() for part in re.split(r"^-- .*$", printed.output, flags=re.M) if part.strip()]
     warehouse = Warehouse(tmp_path)
     assert statements == [
-        SEED_INBOX_DDL.format(table=path_name(warehouse, "demo.ops.dlq")),
-        SEED_OUTBOX_DDL.format(table=path_name(warehouse, "demo.ops.dlq_outbox")),
+        REFERENCE_INBOX_DDL.format(table=path_name(warehouse, "demo.ops.dlq")),
+        REFERENCE_OUTBOX_DDL.format(table=path_name(warehouse, "demo.ops.dlq_outbox")),
     ]
