@@ -76,7 +76,6 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
     """
     spark, action, warehouse, columns, run_id = run.spark, run.action, run.warehouse, run.columns, run.run_id
     batch_id = commit.batch_id
-    schema = validated_schema(spark, warehouse, action)
     rows = outbox_rows.alias("out").where(F.col(SOURCE_TABLE) == action.quarantine.source_table)
     typed = judged_payloads(
         rows,
@@ -96,18 +95,7 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
         try:
             count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
             _refuse_unaccounted(outcomes, count, action, batch_id)
-            landed = outcomes.where(F.col("_outcome") == LANDS)
-            append_once(
-                with_table_columns(landed, action.operational_metadata).select(*[quote(c.name) for c in schema]),
-                warehouse.path(action.target_table),
-                landing.writer,
-                batch_id,
-            )
-            appended = committed_rows(warehouse.log(action.target_table), landing.writer, batch_id) or 0
-            if appended != count.get(LANDS, 0):
-                raise _unaccounted(
-                    action, batch_id, f"{count.get(LANDS, 0)} row(s) landed, but the validated commit wrote {appended}"
-                )
+            appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing, batch_id)
             if columns.stamps_landings:
                 _stamp_landed(spark, inbox_path, outcomes, action, columns)
             if action.quarantine.sensitive_columns:
@@ -122,6 +110,24 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
         rows_exhausted=count.get(EXHAUSTED, 0),
         rows_already_landed=count.get(ALREADY_LANDED, 0),
     )
+
+
+def _append_landed(run: StageRun, outcomes: DataFrame, landing_rows: int, landing: Landing, batch_id: int) -> int:
+    """The append of the rows this landing lands, in the validated table's columns, idempotent on (landing,
+    batch); returns the rows its commit wrote, by Delta's count, once it is the `landing_rows` decided."""
+    action, warehouse = run.action, run.warehouse
+    schema = validated_schema(run.spark, warehouse, action)
+    landed = with_table_columns(outcomes.where(F.col("_outcome") == LANDS), action.operational_metadata)
+    append_once(
+        landed.select(*[quote(field.name) for field in schema]),
+        warehouse.path(action.target_table),
+        landing.writer,
+        batch_id,
+    )
+    appended = committed_rows(warehouse.log(action.target_table), landing.writer, batch_id) or 0
+    if appended != landing_rows:
+        raise _unaccounted(action, batch_id, f"{landing_rows} row(s) landed, but the validated commit wrote {appended}")
+    return appended
 
 
 def judged_payloads(
