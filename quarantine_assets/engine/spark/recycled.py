@@ -95,7 +95,7 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
         try:
             count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
             _refuse_unaccounted(outcomes, count, action, batch_id)
-            appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing, batch_id)
+            appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing)
             if columns.stamps_landings:
                 _stamp_landed(spark, inbox_path, outcomes, action, columns)
             if action.quarantine.sensitive_columns:
@@ -112,7 +112,7 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
     )
 
 
-def _append_landed(run: StageRun, outcomes: DataFrame, landing_rows: int, landing: Landing, batch_id: int) -> int:
+def _append_landed(run: StageRun, outcomes: DataFrame, landing_rows: int, landing: Landing) -> int:
     """The append of the rows this landing lands, in the validated table's columns, idempotent on (landing,
     batch); returns the rows its commit wrote, by Delta's count, once it is the `landing_rows` decided."""
     action, warehouse = run.action, run.warehouse
@@ -122,11 +122,13 @@ def _append_landed(run: StageRun, outcomes: DataFrame, landing_rows: int, landin
         landed.select(*[quote(field.name) for field in schema]),
         warehouse.path(action.target_table),
         landing.writer,
-        batch_id,
+        landing.batch_id,
     )
-    appended = committed_rows(warehouse.log(action.target_table), landing.writer, batch_id) or 0
+    appended = committed_rows(warehouse.log(action.target_table), landing.writer, landing.batch_id) or 0
     if appended != landing_rows:
-        raise _unaccounted(action, batch_id, f"{landing_rows} row(s) landed, but the validated commit wrote {appended}")
+        raise _unaccounted(
+            action, landing.batch_id, f"{landing_rows} row(s) landed, but the validated commit wrote {appended}"
+        )
     return appended
 
 
