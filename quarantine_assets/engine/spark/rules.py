@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -60,43 +60,56 @@ def outcome(rule: Rule, outcomes: Mapping[str, Column] | None) -> Column:
 
 def failed_rules_column(rules: Sequence[Rule], outcomes: Mapping[str, Column] | None = None) -> Column:
     """An array of the `{name, rule}` structs a row fails; built only for rows that failed one."""
-    failures = [
-        F.when(
-            ~outcome(rule, outcomes),
-            F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule")),
-        )
-        for rule in rules
-    ]
+    return _failures(
+        rules, outcomes, lambda rule: F.struct(F.lit(rule.name).alias("name"), F.lit(rule.expression).alias("rule"))
+    )
+
+
+def _failures(rules: Sequence[Rule], outcomes: Mapping[str, Column] | None, entry: Callable[[Rule], Column]) -> Column:
+    """The `entry` of each rule the row fails, in the rules' order."""
+    failures = [F.when(~outcome(rule, outcomes), entry(rule)) for rule in rules]
     return F.filter(F.array(*failures), lambda failure: failure.isNotNull())
 
 
 def with_failed_rules(
     rows: DataFrame,
     rules: Sequence[Rule],
+    outcomes: Mapping[str, Column],
     parse_reason: tuple[Column, Column] | None = None,
-    outcomes: Mapping[str, Column] | None = None,
 ) -> DataFrame:
-    """The failed rules as the reference declares them, and beside them each failure's type, code and message.
-    `outcomes`: the rules as judged before, so that they are not evaluated again."""
-    judged = rules if outcomes is not None else applicable_rules(rules, rows.columns)
-    failed = rows.withColumn(FAILED_RULES, failed_rules_column(judged, outcomes))
+    """The failed rules as the reference declares them, and beside them each failure's type, code and message,
+    both from `outcomes`, the rules as judged before (a rule is not evaluated again). Built per rule from
+    literals, not looked up per failure: the split writes them for every rejected row."""
+    failed = rows.withColumn(FAILED_RULES, failed_rules_column(rules, outcomes))
     if parse_reason is None:
-        return failed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules))
-    # Bound as columns first: the message may call a Python function, which cannot run inside a lambda.
+        return failed.withColumn(ERRORS, _failures(rules, outcomes, _expectation))
+    # Bound as columns first: the message may call a Python function, evaluated once per row.
     code, message = parse_reason
     reasoned = failed.withColumn(PARSE_CODE, code).withColumn(PARSE_MESSAGE, message)
-    bound = (F.col(PARSE_CODE), F.col(PARSE_MESSAGE))
-    explained = reasoned.withColumn(ERRORS, error_details(F.col(FAILED_RULES), rules, bound))
+    parse = F.struct(F.lit(PARSE).alias("type"), F.col(PARSE_CODE).alias("code"), F.col(PARSE_MESSAGE).alias("message"))
+    explained = reasoned.withColumn(
+        ERRORS,
+        _failures(rules, outcomes, lambda rule: parse if rule.name == RECORD_PARSES.name else _expectation(rule)),
+    )
     return explained.drop(PARSE_CODE, PARSE_MESSAGE)
 
 
-def error_details(
-    failed_rules: Column, rules: Sequence[Rule], parse_reason: tuple[Column, Column] | None = None
-) -> Column:
+def _expectation(rule: Rule) -> Column:
+    return F.struct(
+        F.lit(EXPECTATION).alias("type"), F.lit(rule.name).alias("code"), F.lit(_message(rule)).alias("message")
+    )
+
+
+def _message(rule: Rule) -> str:
+    return rule.message or f"`{rule.expression}` is not true"
+
+
+def error_details(failed_rules: Column, rules: Sequence[Rule]) -> Column:
     """One `{type, code, message}` per entry of `failed_rules`: a rule's code is its name and its message the
-    expectations file's; a record that did not parse gets `parse_reason`, its reason code and message."""
-    messages = {rule.name: rule.message or f"`{rule.expression}` is not true" for rule in rules}
-    message_of = F.create_map(*(F.lit(part) for pair in messages.items() for part in pair)) if messages else None
+    expectations file's."""
+    message_of = (
+        F.create_map(*(F.lit(part) for rule in rules for part in (rule.name, _message(rule)))) if rules else None
+    )
 
     def detail(failure: Column) -> Column:
         # Entries that are no rule of the file (a recycled value of the wrong type) carry their message.
@@ -105,14 +118,7 @@ def error_details(
             if message_of is not None
             else failure["rule"]
         )
-        expectation = F.struct(
-            F.lit(EXPECTATION).alias("type"), failure["name"].alias("code"), message.alias("message")
-        )
-        if parse_reason is None:
-            return expectation
-        code, parse_message = parse_reason
-        parse = F.struct(F.lit(PARSE).alias("type"), code.alias("code"), parse_message.alias("message"))
-        return F.when(failure["name"] == RECORD_PARSES.name, parse).otherwise(expectation)
+        return F.struct(F.lit(EXPECTATION).alias("type"), failure["name"].alias("code"), message.alias("message"))
 
     return F.transform(failed_rules, detail)
 

@@ -221,7 +221,7 @@ def _append_rejected(
     if isinstance(action.source, DeltaSource):
         rejected = with_delta_file_context(spark, rejected, action.source, run.warehouse)
     reason = parse_reason(judging.parsing) if judging.parsing else None
-    explained = with_failed_rules(rejected, judging.rules, reason, judged_outcomes(judging.rules))
+    explained = with_failed_rules(rejected, judging.rules, judged_outcomes(judging.rules), reason)
     records = inbox_records(
         redacted(without_verdict(explained, judging.rules), quarantine.sensitive_columns, quarantine.redaction),
         provenance,
