@@ -18,6 +18,7 @@ from the engine.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -319,7 +320,8 @@ def recycle(
     repeats: int = 3,
     warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
 ) -> None:
-    """(e) outbox + recycled of fixed rows against appending the same rows directly."""
+    """(e) outbox + recycled of fixed rows against appending the same rows directly, with a txn id, into an existing
+    table."""
     root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-recycle-"))
     warehouse = Warehouse(root)
     spark = build_spark_session()
@@ -328,7 +330,10 @@ def recycle(
     action = bench_action(f"recycle_{rows}", source)
     fixed_rows = root / "_fixed_rows"
     generate_orders(spark, rows, 0.0).write.format("delta").mode("overwrite").save(str(fixed_rows))
+    # The fair floor appends into a validated table that already holds rows, as the recycled step does.
     direct_target = root / "_direct_target"
+    direct_append(spark, fixed_rows, direct_target, 0)
+    direct_batches = itertools.count(1)
 
     def quarantine_and_fix() -> None:
         quarantine_from_scratch(spark, warehouse, action)
@@ -345,8 +350,8 @@ def recycle(
         {
             "recycle": (quarantine_and_fix, recycle_all),
             "direct_append": (
-                lambda: shutil.rmtree(direct_target, ignore_errors=True),
-                lambda: direct_append(spark, fixed_rows, direct_target, 0),
+                lambda: None,
+                lambda: direct_append(spark, fixed_rows, direct_target, next(direct_batches)),
             ),
         },
     )
