@@ -297,7 +297,14 @@ def spark_server(
     It answers only clients that present its token: SPARK_CONNECT_AUTHENTICATE_TOKEN if set, else a new one
     per start, kept in a file only its user can read, where the attaching commands find it."""
     from quarantine_assets.engine.spark.session import build_spark_session, connect_server_config
-    from quarantine_assets.engine.spark.spark_server import pid_file, server_token, stop_server, token_file
+    from quarantine_assets.engine.spark.spark_server import (
+        pid_file,
+        server_token,
+        stop_server,
+        token_file,
+        worker_python_file,
+        write_worker_python,
+    )
     from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
     if stop:
@@ -306,7 +313,8 @@ def spark_server(
     workspace: Workspace = context.obj
     token = server_token(host, port)
     # Spark runs `foreachBatch` in Python workers of its own: on this interpreter, which has this project.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = str(write_worker_python(port))
     # Before the start: a stop asked while Spark starts is kept for when it is up, and the files removed.
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -334,6 +342,7 @@ def spark_server(
     finally:
         token_file(port).unlink(missing_ok=True)
         pid_file(port).unlink(missing_ok=True)
+        worker_python_file(port).unlink(missing_ok=True)
 
 
 @app.command()
