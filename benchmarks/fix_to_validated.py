@@ -54,19 +54,20 @@ def fix_one(spark, warehouse: Warehouse, action, order_id: int) -> None:
     fix_rows(spark, warehouse, action, [row["_dlq_sk"]], set_fields={"order_id": order_id}, by="benchmark")
 
 
-def newest_run(instance: DagsterInstance, fixed_at: float) -> RunRecord:
-    """The recycle run the fix made the sensor request."""
+def newest_run(instance: DagsterInstance, fix_started: float) -> RunRecord:
+    """The recycle run the fix made the sensor request: once the fix has committed, which may be before the
+    command that made it has exited."""
     (record,) = instance.get_run_records(limit=1)
-    if record.create_timestamp.timestamp() < fixed_at:
+    if record.create_timestamp.timestamp() < fix_started:
         raise SystemExit(f"no run was requested after the fix; the newest is {record.dagster_run.run_id}")
     return record
 
 
-def timeline(instance: DagsterInstance, fixed_at: float, landed_at: float) -> dict[str, float]:
+def timeline(instance: DagsterInstance, fix_started: float, fixed_at: float, landed_at: float) -> dict[str, float]:
     """Seconds after the fix at which the sensor requested the run, its worker started (after the
     launch: a new process loading the code), each step started and ended (the first step starts the
     run's JVM), the row was seen in the validated table, and the run ended."""
-    record = newest_run(instance, fixed_at)
+    record = newest_run(instance, fix_started)
     return run_moments(instance, record, fixed_at, {"row seen in the validated table": landed_at})
 
 
@@ -99,9 +100,9 @@ def wait_until_settled(instance: DagsterInstance, sensor: str, warehouse: Wareho
         time.sleep(1)
 
 
-def wait_for_run_end(instance: DagsterInstance, fixed_at: float) -> None:
+def wait_for_run_end(instance: DagsterInstance, fix_started: float) -> None:
     deadline = time.time() + TIMEOUT_SECONDS
-    while not newest_run(instance, fixed_at).dagster_run.is_finished:
+    while not newest_run(instance, fix_started).dagster_run.is_finished:
         if time.time() > deadline:
             raise SystemExit(f"the recycle run did not end within {TIMEOUT_SECONDS}s")
         time.sleep(1)
@@ -148,6 +149,7 @@ def main() -> None:
     try:
         instance = DagsterInstance.get()
         wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
+        fix_started = time.time()
         fix_one(spark, warehouse, action, 900_000_002)
         fixed_at = time.time()
         while not landed(validated, 900_000_002):
@@ -155,12 +157,12 @@ def main() -> None:
                 raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
             time.sleep(1)
         landed_at = time.time()
-        wait_for_run_end(instance, fixed_at)
+        wait_for_run_end(instance, fix_started)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
     through_dagster = landed_at - fixed_at
-    moments = timeline(instance, fixed_at, landed_at)
+    moments = timeline(instance, fix_started, fixed_at, landed_at)
     print(f"fix -> validated under dagster dev (sensor + daemon + run launch): {through_dagster:.1f} s")
     for moment, seconds in moments.items():
         print(f"  {seconds:6.1f} s  {moment}")
