@@ -16,6 +16,7 @@ from pathlib import Path
 
 from builders import ORDERS_SCHEMA
 from dagster import DagsterInstance
+from dagster_dev import free_port
 from pyspark.sql import functions as F
 
 from quarantine_assets import codes
@@ -24,7 +25,7 @@ from quarantine_assets.defs.definitions import RECYCLE_JOB
 from quarantine_assets.defs.keys import INBOX, RECYCLED, VALIDATED, asset_key
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.local_server import local_server_url
-from quarantine_assets.engine.spark.spark_server import pid_file, token_file
+from quarantine_assets.engine.spark.spark_server import log_file, pid_file, token_file
 from quarantine_assets.settings import REPO_ROOT, SPARK_REMOTE_VARIABLE
 
 BIN = Path(sys.executable).parent
@@ -70,6 +71,17 @@ with open(f"{landing}/b.csv", "w") as fixed:
 print(json.dumps({"set_aside": report.files_set_aside, "redriven": redriven.rows_validated}))
 """
 
+ATTACHED_THEN_STARTING_ANOTHER = """
+import sys
+from quarantine_assets.engine.lake.tables import Warehouse
+from quarantine_assets.engine.spark.local_server import local_server_url
+from quarantine_assets.engine.spark.session import spark_session
+
+warehouse = Warehouse(sys.argv[1])
+print(spark_session(warehouse, remote=sys.argv[2]).range(3).count())
+print(spark_session(warehouse, remote=local_server_url(warehouse, int(sys.argv[3]))).range(4).count())
+"""
+
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     done = subprocess.run(command, env=os.environ | env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
@@ -89,6 +101,18 @@ def test_a_second_command_reuses_the_server_the_first_one_started(spark_server, 
     assert local_server_url(Warehouse(tmp_path), port) == spark_server
     assert pid_file(port).read_text() == pid
     assert "started one" not in capfd.readouterr().err
+
+
+def test_a_process_that_attached_starts_a_local_server_when_none_answers(spark_server, tmp_path):
+    """As a run's worker or a command does when the server it used has stopped, or for another port."""
+    port = free_port()
+    try:
+        command = [sys.executable, "-c", ATTACHED_THEN_STARTING_ANOTHER, str(tmp_path), spark_server, str(port)]
+        started = _run(command, {})
+        assert started.stdout.split() == ["3", "4"] and f"started one (log {log_file(port)})" in started.stderr
+    finally:
+        stopped = _run([str(BIN / "quarantine-assets"), "spark-server", "--stop", "--port", str(port)], {})
+    assert f"stopping the Spark server on port {port}" in stopped.stdout
 
 
 def test_the_demo_a_fix_and_a_recycle_run_attached_and_report_what_they_did(spark, spark_server, tmp_path):

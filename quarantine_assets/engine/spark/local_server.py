@@ -21,6 +21,8 @@ LOOPBACK = "127.0.0.1"
 IDLE_TIMEOUT_MINUTES = 30
 # The first start of all resolves Delta's jars from Maven Central; later ones start a JVM in seconds.
 START_TIMEOUT_SECONDS = 600
+# What PySpark sets in a process's environment once it attaches somewhere.
+_CLIENT_MARKS = {"SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_REMOTE"}
 
 
 def local_server_url(warehouse: Warehouse, port: int = DEFAULT_CONNECT_PORT) -> str:
@@ -43,8 +45,10 @@ def _start(warehouse: Warehouse, port: int) -> None:
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     command = [sys.executable, "-c", "from quarantine_assets.cli import main; main()", "spark-server"]
     command += ["--port", str(port), "--idle-timeout-minutes", str(IDLE_TIMEOUT_MINUTES)]
-    # The server takes its object-store settings from the environment, as every command does.
-    environment = os.environ | {"QUARANTINE_WAREHOUSE": warehouse.root}
+    # The server takes its object-store settings from the environment, as every command does; not the marks
+    # PySpark leaves in it once this process has attached, with which the server would start as a client.
+    environment = {name: value for name, value in os.environ.items() if name not in _CLIENT_MARKS}
+    environment["QUARANTINE_WAREHOUSE"] = warehouse.root
     # Detached, in a folder of its own: it outlives the command or run that started it, and that one's folder.
     server = subprocess.Popen(
         command,
