@@ -104,7 +104,8 @@ def test_a_second_command_reuses_the_server_the_first_one_started(spark_server, 
 
 
 def test_a_process_that_attached_starts_a_local_server_when_none_answers(spark_server, tmp_path):
-    """As a run's worker or a command does when the server it used has stopped, or for another port."""
+    """PySpark marks a process that attached once: a server it starts, on another port or after its first one
+    stopped, must still serve rather than start as a client."""
     port = free_port()
     try:
         command = [sys.executable, "-c", ATTACHED_THEN_STARTING_ANOTHER, str(tmp_path), spark_server, str(port)]
