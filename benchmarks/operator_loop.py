@@ -5,11 +5,11 @@ to the local Spark server the first of them starts (`local`, the default).
     .venv/bin/python benchmarks/operator_loop.py
 
 For each setting: create the DLQ tables (the first command, which on `local` starts the server), start
-`dagster dev` (webserver + daemon, the instance of `make dev`, the recycle sensors running), then time `split_all` launched over GraphQL from launch to success, twice
-(a new demo batch lands before each); a
+`dagster dev` (webserver + daemon, the instance of `make dev`, the recycle sensors running), then time
+`split_all` launched over GraphQL from launch to success, twice (a new demo batch lands before each); a
 `quarantine-assets fix` of one quarantined order from the shell, in a process of its own; and from that
-fix to the row in the validated table (sensor tick, run launch, outbox, recycled). Results go to
-`benchmarks/results/operator-loop-*.json`.
+fix to the row in the validated table (sensor tick, run launch, outbox, recycled); then a second fix and its
+recycle, once the action's streams have run before. Results go to `benchmarks/results/operator-loop-*.json`.
 """
 
 from __future__ import annotations
@@ -88,25 +88,27 @@ def one_setting(remote: str) -> tuple[dict[str, float], dict[str, dict[str, floa
     # Its storage created before `dagster dev` starts: processes creating it at once can each stamp its schema.
     instance = DagsterInstance.get()
     with dagster_dev(REPO / "workspace.yaml", home, env, cwd=REPO) as dev:
-        moments = {"split_all, second run": {}, "fix -> row in the validated table": {}}
+        moments = {"split_all, second run": {}}
         figures["split_all, first run"] = split_all_seconds(dev, instance, warehouse, {})
         figures["split_all, second run"] = split_all_seconds(dev, instance, warehouse, moments["split_all, second run"])
-        wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
-        source = ["--source", action.quarantine.source_table]
-        listed = cli(["list", *source, "--status", "quarantined", "--rule", "valid_order_id"], env)
-        key = re.search(r"│ ([0-9a-f]{24}-\d+) │", listed).group(1)
-        fix_started, started = time.time(), time.perf_counter()
-        cli(["fix", key, *source, "--set", "order_id=900000003", "--by", "benchmark"], env)
-        fixed_at = time.time()
-        figures["fix from the shell"] = round(time.perf_counter() - started, 2)
-        while not landed(Path(warehouse.path(action.target_table)), 900_000_003):
-            if time.time() - fixed_at > TIMEOUT_SECONDS:
-                raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
-            time.sleep(0.5)
-        landed_at = time.time()
-        figures["fix -> row in the validated table"] = round(landed_at - fixed_at, 2)
-        wait_for_run_end(instance, fix_started)
-        moments["fix -> row in the validated table"] = timeline(instance, fix_started, fixed_at, landed_at)
+        # The first fix's recycle run is the first of its action: it starts the outbox and recycled streams.
+        for fix, order_id in (("", 900_000_003), (", second fix", 900_000_004)):
+            wait_until_settled(instance, f"{action.key}_recycle_sensor", warehouse, action)
+            source = ["--source", action.quarantine.source_table]
+            listed = cli(["list", *source, "--status", "quarantined", "--rule", "valid_order_id"], env)
+            key = re.search(r"│ ([0-9a-f]{24}-\d+) │", listed).group(1)
+            fix_started, started = time.time(), time.perf_counter()
+            cli(["fix", key, *source, "--set", f"order_id={order_id}", "--by", "benchmark"], env)
+            fixed_at = time.time()
+            figures[f"fix from the shell{fix}"] = round(time.perf_counter() - started, 2)
+            while not landed(Path(warehouse.path(action.target_table)), order_id):
+                if time.time() - fixed_at > TIMEOUT_SECONDS:
+                    raise SystemExit(f"the fixed row did not land within {TIMEOUT_SECONDS}s")
+                time.sleep(0.5)
+            landed_at = time.time()
+            figures[f"fix -> row in the validated table{fix}"] = round(landed_at - fixed_at, 2)
+            wait_for_run_end(instance, fix_started)
+            moments[f"fix -> row in the validated table{fix}"] = timeline(instance, fix_started, fixed_at, landed_at)
     subprocess.run([str(BIN / "quarantine-assets"), "spark-server", "--stop"], capture_output=True, check=True)
     return figures, moments
 
