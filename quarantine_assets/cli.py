@@ -296,7 +296,12 @@ def spark_server(
 
     It answers only clients that present its token: SPARK_CONNECT_AUTHENTICATE_TOKEN if set, else a new one
     per start, kept in a file only its user can read, where the attaching commands find it."""
-    from quarantine_assets.engine.spark.session import build_spark_session, connect_server_config, spark_master
+    from quarantine_assets.engine.spark.session import (
+        build_spark_session,
+        connect_server_config,
+        is_local_master,
+        spark_master,
+    )
     from quarantine_assets.engine.spark.spark_server import (
         pid_file,
         server_token,
@@ -315,7 +320,7 @@ def spark_server(
     # Spark runs `foreachBatch` in Python workers of its own: on this interpreter, which has this project. A
     # cluster's executors run theirs on its hosts too, where only the interpreter's own path may exist.
     if "PYSPARK_PYTHON" not in os.environ:
-        local = spark_master().startswith("local")
+        local = is_local_master(spark_master())
         os.environ["PYSPARK_PYTHON"] = str(write_worker_python(port)) if local else sys.executable
     # Before the start: a stop asked while Spark starts is kept for when it is up, and the files removed.
     stopping = threading.Event()

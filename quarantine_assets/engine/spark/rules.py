@@ -86,7 +86,7 @@ def with_failed_rules(
     # Bound as columns first: the message may call a Python function, evaluated once per row.
     code, message = parse_reason
     reasoned = failed.withColumn(PARSE_CODE, code).withColumn(PARSE_MESSAGE, message)
-    parse = F.struct(F.lit(PARSE).alias("type"), F.col(PARSE_CODE).alias("code"), F.col(PARSE_MESSAGE).alias("message"))
+    parse = _error_detail(PARSE, F.col(PARSE_CODE), F.col(PARSE_MESSAGE))
     explained = reasoned.withColumn(
         ERRORS,
         _failures(rules, outcomes, lambda rule: parse if rule.name == RECORD_PARSES.name else _expectation(rule)),
@@ -95,9 +95,13 @@ def with_failed_rules(
 
 
 def _expectation(rule: Rule) -> Column:
-    return F.struct(
-        F.lit(EXPECTATION).alias("type"), F.lit(rule.name).alias("code"), F.lit(_message(rule)).alias("message")
-    )
+    return _error_detail(EXPECTATION, F.lit(rule.name), F.lit(_message(rule)))
+
+
+def _error_detail(kind: str, code: Column, message: Column) -> Column:
+    """One entry of `_dlq_errors`: what kind of failure (an expectation, a record that did not parse), its
+    code and its message."""
+    return F.struct(F.lit(kind).alias("type"), code.alias("code"), message.alias("message"))
 
 
 def _message(rule: Rule) -> str:
@@ -118,7 +122,7 @@ def error_details(failed_rules: Column, rules: Sequence[Rule]) -> Column:
             if message_of is not None
             else failure["rule"]
         )
-        return F.struct(F.lit(EXPECTATION).alias("type"), failure["name"].alias("code"), message.alias("message"))
+        return _error_detail(EXPECTATION, failure["name"], message)
 
     return F.transform(failed_rules, detail)
 

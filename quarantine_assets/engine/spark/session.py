@@ -33,6 +33,11 @@ def spark_master() -> str:
     return os.environ.get("QUARANTINE_SPARK_MASTER", DEFAULT_MASTER)
 
 
+def is_local_master(master: str) -> bool:
+    """Whether Spark runs its executors in this host's JVM (`local`, `local[4]`), not on a cluster's hosts."""
+    return master.startswith("local")
+
+
 # On one machine, Spark's and Delta's cluster-sized defaults (200 shuffle partitions, 50 partitions
 # to rebuild a table snapshot, 10,000 to list a table's files for VACUUM) turn every small MERGE into
 # hundreds of tasks, and a VACUUM of a small table into half a minute.
@@ -76,7 +81,7 @@ def spark_config(master: str | None = None, warehouse: Warehouse | None = None) 
     A warehouse on an object store adds its Hadoop connector and the settings of its storage options.
     """
     master = master or spark_master()
-    tuning = LOCAL_TUNING | local_python_workers() if master.startswith("local") else {}
+    tuning = LOCAL_TUNING | local_python_workers() if is_local_master(master) else {}
     object_store = object_store_config(warehouse.root, warehouse.storage_options) if warehouse else {}
     delta_jars = delta_jars_config()
     packages = [p for p in (delta_jars.get("spark.jars.packages"), object_store.get("spark.jars.packages")) if p]
