@@ -2,7 +2,8 @@
 
 import html
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 from dagster import (
     AssetCheckResult,
@@ -120,6 +121,16 @@ def _examples(session, warehouse, action: DataQualityAction, run_id: str, report
     return {"examples": MetadataValue.md("\n".join(lines))} if len(lines) > 2 else {}
 
 
+@contextmanager
+def _recorded_beside(
+    session, warehouse, action: DataQualityAction, run_id: str, step: str, *counts
+) -> Iterator[Future]:
+    """The step's metrics row (`record_step`), written while the block reads what else the step shows: Spark
+    runs the two side by side. The future gives the backlog it recorded."""
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        yield beside.submit(record_step, session, warehouse, action, run_id, step, *counts)
+
+
 def _cell(text: str) -> str:
     """Text for one markdown table cell: short, on one line, its pipes and markup escaped."""
     text = text if len(text) <= EXAMPLE_CHARACTERS else text[:EXAMPLE_CHARACTERS] + "…"
@@ -151,25 +162,17 @@ def split_asset(action: DataQualityAction):
         )
         if action.quarantine is None:
             return
-        # The step's metrics row and the inbox's examples read the inbox apart: Spark runs them side by side.
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            recorded = beside.submit(
-                record_step,
-                session,
-                warehouse.warehouse,
-                action,
-                context.run.run_id,
-                "split",
-                {
-                    "read": report.rows_read,
-                    "validated": report.rows_validated,
-                    "quarantined": report.rows_quarantined,
-                    "dropped": report.rows_dropped,
-                    "files_set_aside": len(report.files_set_aside),
-                },
-                report.failures_per_rule,
-                report.failures_by_reason(),
-            )
+        rows = {
+            "read": report.rows_read,
+            "validated": report.rows_validated,
+            "quarantined": report.rows_quarantined,
+            "dropped": report.rows_dropped,
+            "files_set_aside": len(report.files_set_aside),
+        }
+        failures = (report.failures_per_rule, report.failures_by_reason())
+        with _recorded_beside(
+            session, warehouse.warehouse, action, context.run.run_id, "split", rows, *failures
+        ) as recorded:
             examples = _examples(session, warehouse.warehouse, action, context.run.run_id, report)
             yield MaterializeResult(
                 asset_key=asset_key(action, INBOX),
@@ -201,16 +204,8 @@ def outbox_asset(action: DataQualityAction):
     def outbox(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
         session = spark.spark_session(warehouse.warehouse)
         report = run_outbox(session, action, warehouse.warehouse, context.run.run_id)
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            recorded = beside.submit(
-                record_step,
-                session,
-                warehouse.warehouse,
-                action,
-                context.run.run_id,
-                "outbox",
-                {"sent": report.rows_sent},
-            )
+        sent = {"sent": report.rows_sent}
+        with _recorded_beside(session, warehouse.warehouse, action, context.run.run_id, "outbox", sent) as recorded:
             duplicates = duplicate_outbox_keys(session, warehouse.warehouse, action)
             recorded.result()
         return MaterializeResult(
