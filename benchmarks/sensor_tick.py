@@ -53,12 +53,15 @@ def build_inbox(spark, warehouse: Warehouse, commits: int) -> None:
     for n in range(commits):
         if n % 10 == 9:  # every tenth commit an operator fixes the row inserted before it
             spark.sql(
-                f"UPDATE delta.`{path}` SET _dlq_status = 'fixed' WHERE _dlq_source_table = '{SOURCE}' AND _dlq_sk = 'k{n - 1}'"
+                f"UPDATE delta.`{path}` SET _dlq_status = 'fixed' "
+                f"WHERE _dlq_source_table = '{SOURCE}' AND _dlq_sk = 'k{n - 1}'"
             )
         else:
             spark.sql(
-                f"INSERT INTO delta.`{path}` (_dlq_sk, _dlq_source_table, _dlq_status, _dlq_timestamp, _row_data, _dlq_attempt) "
-                f"VALUES ('k{n}', '{SOURCE}', 'quarantined', current_timestamp(), parse_json('{{\"order_id\": null}}'), 1)"
+                f"INSERT INTO delta.`{path}` "
+                "(_dlq_sk, _dlq_source_table, _dlq_status, _dlq_timestamp, _row_data, _dlq_attempt) "
+                f"VALUES ('k{n}', '{SOURCE}', 'quarantined', current_timestamp(), "
+                "parse_json('{\"order_id\": null}'), 1)"
             )
 
 

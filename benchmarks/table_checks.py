@@ -68,8 +68,9 @@ def main() -> None:
 
     console.print(
         f"{len(evaluations)} checks: {checks_ms:.0f} ms in the checks themselves, {job_seconds:.2f} s for the whole "
-        f"Dagster job.\nBaseline: Spark DESCRIBE DETAIL of the same {len(paths)} tables {spark_seconds:.2f} s with a warm "
-        f"JVM, plus {jvm_seconds:.1f} s JVM start.\nRatio (Spark incl. JVM start / whole check job): "
+        f"Dagster job.\nBaseline: Spark DESCRIBE DETAIL of the same {len(paths)} tables "
+        f"{spark_seconds:.2f} s with a warm JVM, plus {jvm_seconds:.1f} s JVM start.\n"
+        "Ratio (Spark incl. JVM start / whole check job): "
         f"{(spark_seconds + jvm_seconds) / job_seconds:.1f}x; checks alone vs Spark warm: "
         f"{spark_seconds * 1000 / checks_ms:.1f}x"
     )
