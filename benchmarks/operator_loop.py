@@ -133,7 +133,8 @@ def main(
     if EMBEDDED in results and LOCAL_SERVER in results:
         before, after = results[EMBEDDED], results[LOCAL_SERVER]
         for figure in before:
-            print(f"{figure:45} own JVM {before[figure]:6.1f} s   local server {after[figure]:6.1f} s")
+            ratio = before[figure] / after[figure]
+            print(f"{figure:45} own JVM {before[figure]:6.1f} s   local server {after[figure]:6.1f} s   {ratio:4.1f}x")
         outcome["own_jvm_over_local_server"] = {figure: round(before[figure] / after[figure], 2) for figure in before}
     print(write_results("operator-loop", outcome))
 
