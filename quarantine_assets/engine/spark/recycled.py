@@ -34,7 +34,7 @@ from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.claims import before_writing
 from quarantine_assets.engine.spark.commits import append_once
 from quarantine_assets.engine.spark.inbox import attempt_column, quote, same_attempt
-from quarantine_assets.engine.spark.merge import merge_into, when_matched_update
+from quarantine_assets.engine.spark.merge import merge_into, update_where, when_matched_update
 from quarantine_assets.engine.spark.operational_metadata import with_table_columns
 from quarantine_assets.engine.spark.payload_types import PAYLOAD, payload_type_failures, sql_string, typed_columns
 from quarantine_assets.engine.spark.redaction import holds_clear_values, redacted_payload
@@ -67,7 +67,7 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
 
     Three commits, each safe to repeat: a MERGE settles the failing rows (back to quarantined, or
     exhausted) and tags each passing row with this landing; the append lands the rows tagged so,
-    idempotent on (stream, batch); a second MERGE stamps them landed (`_dlq_resolved_at`). A row is
+    idempotent on (stream, batch); an UPDATE stamps them landed (`_dlq_resolved_at`). A row is
     never stamped before its append commits, so a purge cannot remove a row that has not landed; a
     row tagged by a landing whose append never committed (a crash, then a reset checkpoint) is tagged
     again and lands; one whose append did commit is stamped and not appended again. Where the action has
@@ -91,13 +91,14 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
         landing = Landing(action, commit.stream_id, batch_id)
         inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
-        outcomes = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing).persist()
+        outcomes, landed_elsewhere = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing)
+        outcomes = outcomes.persist()
         try:
             count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
             _refuse_unaccounted(outcomes, count, action, batch_id)
             appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing)
             if columns.stamps_landings:
-                _stamp_landed(spark, inbox_path, outcomes, action, columns)
+                _stamp_landed(spark, inbox_path, [landing.tag, *landed_elsewhere], action, columns)
             if action.quarantine.sensitive_columns:
                 _redact_outbox_rows(warehouse, judged, action)
         finally:
@@ -251,9 +252,10 @@ def _landing_outcomes(
     action: DataQualityAction,
     columns: DlqColumns,
     landing: Landing,
-) -> DataFrame:
+) -> tuple[DataFrame, list[str]]:
     """Each row's outcome, read back from the inbox, where the settling MERGE recorded it (the first time
-    the batch ran): only rows tagged with this landing are appended.
+    the batch ran): only rows tagged with this landing are appended. Beside it, the tags of the other
+    landings whose rows of the batch have landed already.
 
     A row tagged by another landing, and not stamped, was left by a crash between that landing's append
     and its stamp, and then a reset checkpoint: if the validated table's log holds that append, the row
@@ -263,7 +265,7 @@ def _landing_outcomes(
     """
     if not columns.stamps_landings:
         passed = F.size(FAILED_RULES) == 0
-        return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED)))
+        return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED))), []
     settled = _settled(spark, inbox_path, judged, action, columns)
     others = [
         Landing.from_tag(action, row[UPDATED_BY])
@@ -300,7 +302,7 @@ def _landing_outcomes(
         .when(same_attempt_row & (status == EXHAUSTED), F.lit(EXHAUSTED))
         .otherwise(F.lit(UNACCOUNTED))
     )
-    return settled.withColumn("_outcome", outcome)
+    return settled.withColumn("_outcome", outcome), landed_elsewhere
 
 
 def _settled(
@@ -340,12 +342,14 @@ def _tag_again(
 
 
 def _stamp_landed(
-    spark: SparkSession, inbox_path: str, outcomes: DataFrame, action: DataQualityAction, columns: DlqColumns
+    spark: SparkSession, inbox_path: str, landed_tags: list[str], action: DataQualityAction, columns: DlqColumns
 ) -> None:
-    """Rows whose append has committed are stamped landed; `_dlq_resolved_by` stays the operator whose fix
-    landed. Their failed rules were those of the attempt before the fix: they move into the reason, as
-    history, and the row fails no rule now."""
-    landed = outcomes.where(F.col("_outcome").isin(LANDS, ALREADY_LANDED) & F.col(RESOLVED_AT).isNull())
+    """Rows tagged by a landing whose append has committed (`landed_tags`) are stamped landed;
+    `_dlq_resolved_by` stays the operator whose fix landed. Their failed rules were those of the attempt
+    before the fix: they move into the reason, as history, and the row fails no rule now.
+
+    The tags find the rows: a tag is set on the rows of one landing's batch only, at the attempt it
+    judged, and a tagged row changes no more until it is stamped, so no join with the batch is needed."""
     attempt = f"coalesce(dlq.{ATTEMPT}, 1)" if columns.counts_attempts else "1"
     earlier_failures = f"array_join(transform(dlq.{FAILED_RULES}, failure -> failure.name), ', ')"
     values = {
@@ -355,9 +359,12 @@ def _stamp_landed(
         FAILED_RULES: f"CAST(array() AS {INBOX_CORE_COLUMNS[FAILED_RULES]})",
         ERRORS: f"CAST(array() AS {INBOX_CONTEXT_COLUMNS[ERRORS]})",
     }
-    condition = f"dlq.{STATUS} = '{RECYCLED}' AND dlq.{RESOLVED_AT} IS NULL"
-    on = same_attempt("dlq", "new", action.quarantine.source_table, columns)
-    merge_into(inbox_path, landed, on, [when_matched_update(condition, columns.inbox_values(values))])
+    tags = ", ".join(sql_string(tag) for tag in landed_tags)
+    condition = (
+        f"dlq.{SOURCE_TABLE} = {sql_string(action.quarantine.source_table)} AND dlq.{STATUS} = '{RECYCLED}' "
+        f"AND dlq.{RESOLVED_AT} IS NULL AND dlq.{UPDATED_BY} IN ({tags})"
+    )
+    update_where(spark, inbox_path, columns.inbox_values(values), condition)
 
 
 def _refuse_unaccounted(outcomes: DataFrame, count: dict[str, int], action: DataQualityAction, batch_id: int) -> None:
