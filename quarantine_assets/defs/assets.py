@@ -1,5 +1,4 @@
-"""The asset factory: per data-quality action, the split that yields validated and inbox, and the recycle that
-yields outbox and recycled."""
+"""The asset factory: per data-quality action, the split that yields validated and inbox."""
 
 import html
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from dagster import (
     AssetSpec,
     MaterializeResult,
     MetadataValue,
+    asset,
     multi_asset,
 )
 
@@ -186,103 +186,79 @@ def split_asset(action: DataQualityAction):
     return split
 
 
-def recycle_asset(action: DataQualityAction):
-    """The outbox and the recycled asset of an action, in one step: a row sent to the outbox is re-validated
-    while the outbox's metrics row and its check are written, instead of after them. Either asset can be
-    materialized alone."""
+def outbox_asset(action: DataQualityAction):
     quarantine = action.quarantine
-    outbox_key, recycled_key = asset_key(action, OUTBOX), asset_key(action, RECYCLED)
-    outbox_spec = AssetSpec(
-        outbox_key,
+
+    @asset(
+        key=asset_key(action, OUTBOX),
         deps=[asset_key(action, INBOX)],
         description=(
             f"Rows of {quarantine.source_table} an operator marked fixed, read from the inbox change feed "
             f"and sent once per attempt to {quarantine.outbox_table}."
         ),
         metadata={"dagster/table_name": quarantine.outbox_table, "source_table": quarantine.source_table},
+        check_specs=[outbox_check_spec(action)],
+        pool=dlq_pool(action),
         **_common(action),
     )
-    recycled_spec = AssetSpec(
-        recycled_key,
-        deps=[outbox_key],
+    def outbox(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
+        session = spark.spark_session(warehouse.warehouse)
+        report = run_outbox(session, action, warehouse.warehouse, context.run.run_id)
+        sent = {"sent": report.rows_sent}
+        with _recorded_beside(session, warehouse.warehouse, action, context.run.run_id, "outbox", sent) as recorded:
+            duplicates = duplicate_outbox_keys(session, warehouse.warehouse, action)
+            recorded.result()
+        return MaterializeResult(
+            metadata={
+                "batches": report.batches,
+                "rows_sent": report.rows_sent,
+                "path": MetadataValue.path(str(warehouse.warehouse.path(quarantine.outbox_table))),
+            }
+            | _reported(context, report.warnings),
+            check_results=[outbox_check_result(action, duplicates)],
+        )
+
+    return outbox
+
+
+def recycled_asset(action: DataQualityAction):
+    @asset(
+        key=asset_key(action, RECYCLED),
+        deps=[asset_key(action, OUTBOX)],
         description=(
             f"Outbox rows turned back into {action.target_table}'s columns and re-validated: passing rows are "
             "appended to the validated table once, failing rows go back to the inbox with attempt + 1."
         ),
         metadata={
             "dagster/table_name": action.target_table,
-            "max_attempts": quarantine.max_attempts,
+            "max_attempts": action.quarantine.max_attempts,
             # Dagster cannot draw an edge back to the validated asset, which the split materializes.
             "lands_in": MetadataValue.text(asset_key(action, VALIDATED).to_user_string()),
         },
+        check_specs=[recycled_check_spec(action)],
+        pool=dlq_pool(action),
         **_common(action),
     )
-
-    @multi_asset(
-        name=f"{action.key}__recycle",
-        specs=[outbox_spec, recycled_spec],
-        check_specs=[outbox_check_spec(action), recycled_check_spec(action)],
-        can_subset=True,
-        pool=dlq_pool(action),
-    )
-    def recycle(
-        context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource
-    ) -> Iterator[MaterializeResult]:
-        session, run_id = spark.spark_session(warehouse.warehouse), context.run.run_id
-        selected = context.selected_asset_keys
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            recycling = None
-            if outbox_key in selected:
-                report = run_outbox(session, action, warehouse.warehouse, run_id)
-                if recycled_key in selected:
-                    recycling = beside.submit(run_recycled, session, action, warehouse.warehouse, run_id)
-                yield _outbox_materialized(context, session, warehouse, action, report)
-            elif recycled_key in selected:
-                recycling = beside.submit(run_recycled, session, action, warehouse.warehouse, run_id)
-            if recycling is not None:
-                yield _recycled_materialized(context, session, warehouse, action, recycling.result())
-
-    return recycle
-
-
-def _outbox_materialized(
-    context: AssetExecutionContext, session, warehouse: WarehouseResource, action: DataQualityAction, report
-) -> MaterializeResult:
-    sent = {"sent": report.rows_sent}
-    with _recorded_beside(session, warehouse.warehouse, action, context.run.run_id, "outbox", sent) as recorded:
-        duplicates = duplicate_outbox_keys(session, warehouse.warehouse, action)
-        recorded.result()
-    return MaterializeResult(
-        asset_key=asset_key(action, OUTBOX),
-        metadata={
-            "batches": report.batches,
-            "rows_sent": report.rows_sent,
-            "path": MetadataValue.path(str(warehouse.warehouse.path(action.quarantine.outbox_table))),
+    def recycled(context: AssetExecutionContext, spark: SparkResource, warehouse: WarehouseResource):
+        session = spark.spark_session(warehouse.warehouse)
+        report = run_recycled(session, action, warehouse.warehouse, context.run.run_id)
+        outcomes = {
+            "landed": report.rows_landed,
+            "requarantined": report.rows_requarantined,
+            "exhausted": report.rows_exhausted,
+            "already_landed": report.rows_already_landed,
         }
-        | _reported(context, report.warnings),
-        check_results=[outbox_check_result(action, duplicates)],
-    )
+        record_step(session, warehouse.warehouse, action, context.run.run_id, "recycled", outcomes)
+        return MaterializeResult(
+            metadata={
+                "batches": report.batches,
+                "rows_landed": report.rows_landed,
+                "rows_requarantined": report.rows_requarantined,
+                "rows_exhausted": report.rows_exhausted,
+                "rows_already_landed": report.rows_already_landed,
+            }
+            | _reported(context, report.warnings),
+            check_results=[recycled_check_result(action, report)],
+        )
 
-
-def _recycled_materialized(
-    context: AssetExecutionContext, session, warehouse: WarehouseResource, action: DataQualityAction, report
-) -> MaterializeResult:
-    outcomes = {
-        "landed": report.rows_landed,
-        "requarantined": report.rows_requarantined,
-        "exhausted": report.rows_exhausted,
-        "already_landed": report.rows_already_landed,
-    }
-    record_step(session, warehouse.warehouse, action, context.run.run_id, "recycled", outcomes)
-    return MaterializeResult(
-        asset_key=asset_key(action, RECYCLED),
-        metadata={
-            "batches": report.batches,
-            "rows_landed": report.rows_landed,
-            "rows_requarantined": report.rows_requarantined,
-            "rows_exhausted": report.rows_exhausted,
-            "rows_already_landed": report.rows_already_landed,
-        }
-        | _reported(context, report.warnings),
-        check_results=[recycled_check_result(action, report)],
-    )
+    return recycled

@@ -15,7 +15,7 @@ from dagster import (
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs.alerts import alert_sensor, run_failure_alerts
-from quarantine_assets.defs.assets import recycle_asset, split_asset
+from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
 from quarantine_assets.defs.erasure_job import forget_job
 from quarantine_assets.defs.file_redrive_job import redrive_file_job
 from quarantine_assets.defs.operator_job import operator_job
@@ -34,7 +34,7 @@ def build_definitions(project: Project | None = None, resources: dict | None = N
     project = project or load_project()
     split_assets = [split_asset(action) for action in project.actions]
     quarantined = [action for action in project.actions if action.quarantine is not None]
-    recycle_assets = [recycle_asset(action) for action in quarantined]
+    recycle_assets = [build(action) for action in quarantined for build in (outbox_asset, recycled_asset)]
     table_checks = [check for action in quarantined for check in dlq_table_checks(action)]
     table_checks += [source_owner_check(action) for action in quarantined]
     purge = purge_job(quarantined)

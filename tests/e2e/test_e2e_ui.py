@@ -325,7 +325,7 @@ def test_the_ui_in_chromium_shows_each_actions_graph_checks_sensor_run_and_the_l
             visit(page, session, sensor, "recycle-sensor", "dq_orders_recycle_sensor")
             expect(page.get_by_role("row", name="Running").get_by_role("checkbox")).to_be_checked()
 
-            visit(page, session, f"/runs/{session.runs['recycle']}", "recycle-run", "Success", "dq_orders__recycle")
+            visit(page, session, f"/runs/{session.runs['recycle']}", "recycle-run", "Success", "dq_orders__recycled")
 
             visit(page, session, "/deployment/locations", "code-locations", BROKEN_LOCATION)
             error = page.get_by_role("dialog")
