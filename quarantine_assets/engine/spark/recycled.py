@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -91,9 +93,10 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
         landing = Landing(action, commit.stream_id, batch_id)
         inbox_path = warehouse.path(action.quarantine.inbox_table)
         _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
-        outcomes, landed_elsewhere = _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing)
-        outcomes = outcomes.persist()
-        try:
+        with _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing) as (
+            outcomes,
+            landed_elsewhere,
+        ):
             count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
             _refuse_unaccounted(outcomes, count, action, batch_id)
             appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing)
@@ -101,8 +104,6 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
                 _stamp_landed(spark, inbox_path, [landing.tag, *landed_elsewhere], action, columns)
             if action.quarantine.sensitive_columns:
                 _redact_outbox_rows(warehouse, judged, action)
-        finally:
-            outcomes.unpersist()
     return RecycleReport(
         batches=1,
         rows_landed=count.get(LANDS, 0),
@@ -244,6 +245,7 @@ def _redact_outbox_rows(warehouse: Warehouse, judged: DataFrame, action: DataQua
     )
 
 
+@contextmanager
 def _landing_outcomes(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -252,10 +254,11 @@ def _landing_outcomes(
     action: DataQualityAction,
     columns: DlqColumns,
     landing: Landing,
-) -> tuple[DataFrame, list[str]]:
+) -> Iterator[tuple[DataFrame, list[str]]]:
     """Each row's outcome, read back from the inbox, where the settling MERGE recorded it (the first time
     the batch ran): only rows tagged with this landing are appended. Beside it, the tags of the other
-    landings whose rows of the batch have landed already.
+    landings whose rows of the batch have landed already. The inbox is read once, kept in Spark's block
+    store for the block: the outcomes are counted, checked and appended from that one read.
 
     A row tagged by another landing, and not stamped, was left by a crash between that landing's append
     and its stamp, and then a reset checkpoint: if the validated table's log holds that append, the row
@@ -265,8 +268,25 @@ def _landing_outcomes(
     """
     if not columns.stamps_landings:
         passed = F.size(FAILED_RULES) == 0
-        return judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED))), []
-    settled = _settled(spark, inbox_path, judged, action, columns)
+        yield judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED))), []
+        return
+    settled = _settled(spark, inbox_path, judged, action, columns).persist()
+    try:
+        landed_elsewhere, never_landed = _other_landings(warehouse, action, landing, settled)
+        if never_landed:  # rare: the inbox is read again, as the tagging left it
+            _tag_again(spark, inbox_path, judged, action, columns, never_landed, landing)
+            settled.unpersist()
+            settled = _settled(spark, inbox_path, judged, action, columns).persist()
+        yield _with_outcome(settled, warehouse, columns, landing, landed_elsewhere), landed_elsewhere
+    finally:
+        settled.unpersist()
+
+
+def _other_landings(
+    warehouse: Warehouse, action: DataQualityAction, landing: Landing, settled: DataFrame
+) -> tuple[list[str], list[str]]:
+    """The tags of the other landings that tagged rows of the batch and did not stamp them: those whose append
+    the validated table holds, and those whose append never committed."""
     others = [
         Landing.from_tag(action, row[UPDATED_BY])
         for row in settled.where(F.col(RESOLVED_AT).isNull() & (F.col(UPDATED_BY) != landing.tag))
@@ -276,10 +296,12 @@ def _landing_outcomes(
         .collect()
     ]
     landed_elsewhere = [other.tag for other in others if other.committed(warehouse)]
-    never_landed = [other.tag for other in others if other.tag not in landed_elsewhere]
-    if never_landed:
-        _tag_again(spark, inbox_path, judged, action, columns, never_landed, landing)
-        settled = _settled(spark, inbox_path, judged, action, columns)
+    return landed_elsewhere, [other.tag for other in others if other.tag not in landed_elsewhere]
+
+
+def _with_outcome(
+    settled: DataFrame, warehouse: Warehouse, columns: DlqColumns, landing: Landing, landed_elsewhere: list[str]
+) -> DataFrame:
     same_attempt_row = F.col("_settled_attempt") == F.col(ATTEMPT)
     status, tagged = F.col(STATUS), F.col(UPDATED_BY)
     # Back in the inbox at a later attempt, whatever the operator did with it since: returned by this batch,
@@ -302,7 +324,7 @@ def _landing_outcomes(
         .when(same_attempt_row & (status == EXHAUSTED), F.lit(EXHAUSTED))
         .otherwise(F.lit(UNACCOUNTED))
     )
-    return settled.withColumn("_outcome", outcome), landed_elsewhere
+    return settled.withColumn("_outcome", outcome)
 
 
 def _settled(
