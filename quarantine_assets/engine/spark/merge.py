@@ -30,7 +30,7 @@ def merge_into(path: str, new: DataFrame, on: str, clauses: list[str]) -> Row:
 def update_where(spark: SparkSession, path: str, assignments: dict[str, str], condition: str) -> Row:
     """UPDATE the rows of the table at `path` that meet `condition` (SQL text), each column to its SQL value,
     retried on commit conflicts; returns Delta's metrics row. Where the rows are known by their values, it
-    costs Delta less than a MERGE: no source to materialize and join."""
+    spares Delta a MERGE's source to materialize and join."""
     statement = f"UPDATE {table_reference(path)} AS dlq SET {_set(assignments)} WHERE {condition}"
     return retry_on_conflict(lambda: spark.sql(statement).first())
 
