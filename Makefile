@@ -21,7 +21,7 @@ dev: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 	DAGSTER_HOME=$(DAGSTER_HOME_DIR) QUARANTINE_SENSORS=running $(VENV)/bin/dagster dev -w workspace.yaml
 
 # The instance's settings: one writer at a time per DLQ (concurrency pools).
-$(DAGSTER_HOME_DIR)/dagster.yaml: instance/dagster.yaml
+$(DAGSTER_HOME_DIR)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME_DIR)
 	cp $< $@
 

@@ -111,7 +111,7 @@ def wait_for_run_end(instance: DagsterInstance, fix_started: float) -> None:
 def main() -> None:
     warehouse = Warehouse(Path(tempfile.mkdtemp(prefix="bench-warehouse-")))
     dagster_home = tempfile.mkdtemp(prefix="bench-dagster-")
-    shutil.copy(REPO / "instance" / "dagster.yaml", dagster_home)  # the instance `make dev` runs
+    shutil.copy(REPO / "dagster.yaml", dagster_home)  # the instance `make dev` runs
     env = os.environ | {
         "QUARANTINE_WAREHOUSE": str(warehouse.root),
         "QUARANTINE_SENSORS": "running",

@@ -76,7 +76,7 @@ def one_setting(remote: str, rounds: int, plain: bool) -> tuple[dict[str, float]
     warehouse = Warehouse(Path(tempfile.mkdtemp(prefix="bench-warehouse-")))
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-"))
     if not plain:
-        shutil.copy(REPO / "instance" / "dagster.yaml", home)  # the instance `make dev` runs
+        shutil.copy(REPO / "dagster.yaml", home)  # the instance `make dev` runs
     env = {
         "QUARANTINE_WAREHOUSE": str(warehouse.root),
         "QUARANTINE_SENSORS": "running",

@@ -93,7 +93,7 @@ def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(REPO_ROOT / "instance" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
     env = {"QUARANTINE_SENSORS": "stopped", SPARK_REMOTE_VARIABLE: spark_server}
     with dagster_dev(workspace, home, env, cwd=tmp_path) as dev:
         client = dev.client
