@@ -94,8 +94,13 @@ def test_a_rerun_after_a_kill_before_the_stamp_keeps_the_first_verdict_of_a_rule
     )
 
 
-def test_a_row_fixed_again_while_the_outbox_runs_lands_once_with_its_last_fix(loop, spark, warehouse, monkeypatch):
-    """The outbox read the first fix; the operator fixed the row again before its MERGE."""
+@pytest.mark.parametrize("named_fixes", [outbox._NAMED_FIXES, 0], ids=["update naming the fix", "merge"])
+def test_a_row_fixed_again_while_the_outbox_runs_lands_once_with_its_last_fix(
+    loop, spark, warehouse, monkeypatch, named_fixes
+):
+    """The outbox read the first fix; the operator fixed the row again before its mark, whether the mark names
+    the batch's few fixes or joins the batch."""
+    monkeypatch.setattr(outbox, "_NAMED_FIXES", named_fixes)
     loop.ingest([(1, None, 1.0, "EUR")])
     loop.fix(1, order_id=10)
     key = loop.key_of(1)

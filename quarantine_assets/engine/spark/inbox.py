@@ -114,9 +114,14 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
     )
 
 
+def scoped_source(target: str, source_table: str) -> str:
+    """Every MERGE and UPDATE on a shared DLQ names its own source, so actions never touch each other's rows."""
+    return f"{target}.{SOURCE_TABLE} = '{source_table}'"
+
+
 def scoped_key_condition(target: str, source: str, source_table: str) -> str:
-    """Every MERGE on a shared DLQ names its own source, so actions never touch each other's rows."""
-    return f"{target}.{SOURCE_TABLE} = '{source_table}' AND {target}.{KEY} = {source}.{KEY}"
+    """The same key, in this action's source."""
+    return f"{scoped_source(target, source_table)} AND {target}.{KEY} = {source}.{KEY}"
 
 
 def same_attempt(target: str, source: str, source_table: str, columns: DlqColumns) -> str:

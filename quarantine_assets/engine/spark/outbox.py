@@ -7,7 +7,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import DataQualityAction
@@ -29,8 +29,8 @@ from quarantine_assets.engine.lake.statuses import FIXED, POST_IMAGES, RECYCLED
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.claims import before_writing
 from quarantine_assets.engine.spark.commits import append_to_dlq_table
-from quarantine_assets.engine.spark.inbox import attempt_column, same_attempt
-from quarantine_assets.engine.spark.merge import merge_into, when_matched_update
+from quarantine_assets.engine.spark.inbox import attempt_column, same_attempt, scoped_source
+from quarantine_assets.engine.spark.merge import merge_into, update_where, when_matched_update
 from quarantine_assets.engine.spark.payload_types import sql_string
 from quarantine_assets.engine.spark.streams import BatchCommit, StageRun, run_action_stream
 
@@ -38,6 +38,8 @@ OUTBOX_STREAM = "outbox"
 _ROW = (KEY, SOURCE_TABLE)
 # Spark's and Delta's conditions for a data or change file listed in the log but gone from storage.
 _CHANGES_VACUUMED = re.compile(r"\[(FAILED_READ_FILE\.FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND)\]")
+# Up to this many fixes in a batch, the mark names each (an UPDATE); beyond, it joins the batch (a MERGE).
+_NAMED_FIXES = 100
 log = logging.getLogger(__name__)
 
 
@@ -69,9 +71,9 @@ def latest_fixed(changes: DataFrame, source_table: str) -> DataFrame:
 def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit) -> OutboxReport:
     """Mark the batch's fixed rows recycled in the inbox, then append the rows marked to the outbox.
 
-    The MERGE moves a row only while it is the image this batch read (the same `_dlq_updated_at`): a row
+    The mark moves a row only while it is the image this batch read (the same `_dlq_updated_at`): a row
     fixed again meanwhile stays `fixed`, and a later batch sends it with its last payload. The append
-    sends exactly the rows this batch's MERGE marked (each tagged with the batch), idempotent on (stream,
+    sends exactly the rows this batch marked (each tagged with the batch), idempotent on (stream,
     batch): a re-run after a crash between the two finds them marked and appends them; a replay adds nothing.
     """
     spark, action, warehouse, columns, run_id = run.spark, run.action, run.warehouse, run.columns, run.run_id
@@ -80,9 +82,10 @@ def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit)
     tag = f"{OUTBOX_STREAM}:{commit.stream_id}:{commit.batch_id}"
     fixed = latest_fixed(changes, source_table).persist()
     try:
-        if fixed.isEmpty():  # changes without a fixed row leave both tables alone
+        named = _fixes_to_name(fixed)
+        if named == []:  # changes without a fixed row leave both tables alone
             return OutboxReport(batches=1)
-        _mark_recycled(spark, inbox_path, fixed, source_table, columns, run_id, tag)
+        _mark_recycled(spark, inbox_path, fixed, named, source_table, columns, run_id, tag)
         marked = fixed.join(_recycled_by(spark, inbox_path, source_table, columns, tag), list(_ROW), "semi")
         outbox_rows = marked.select(
             *_ROW,
@@ -100,28 +103,61 @@ def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit)
     return OutboxReport(batches=1, rows_sent=sent)
 
 
+def _fixes_to_name(fixed: DataFrame) -> list[Row] | None:
+    """The batch's fixes (key, attempt, and the fix's time in microseconds), when they are few enough for the
+    mark to name each one; None when there are more."""
+    fixes = fixed.select(KEY, ATTEMPT, F.unix_micros(F.col(FIXED_AT).cast("timestamp")).alias(FIXED_AT))
+    found = fixes.limit(_NAMED_FIXES + 1).collect()
+    return found if len(found) <= _NAMED_FIXES else None
+
+
 def _mark_recycled(
     spark: SparkSession,
     inbox_path: str,
     fixed: DataFrame,
+    named: list[Row] | None,
     source_table: str,
     columns: DlqColumns,
     run_id: str,
     tag: str,
 ) -> None:
-    values = {
-        STATUS: f"'{RECYCLED}'",
-        RUN_ID: sql_string(run_id),
-        UPDATED_AT: "current_timestamp()",
-        UPDATED_BY: sql_string(tag),
-    }
+    """Each fix of the batch still in the inbox as it was read (`fixed`, its rows `named` when few) becomes
+    `recycled`, tagged with the batch. A few fixes are named in an UPDATE, which spares Delta a MERGE's join;
+    more are joined in a MERGE."""
+    values = columns.inbox_values(
+        {
+            STATUS: f"'{RECYCLED}'",
+            RUN_ID: sql_string(run_id),
+            UPDATED_AT: "current_timestamp()",
+            UPDATED_BY: sql_string(tag),
+        }
+    )
+    still_fixed = f"dlq.{STATUS} = '{FIXED}'"
+    if named is not None:
+        that_fix = " OR ".join(f"({_that_fix(row, columns)})" for row in named)
+        update_where(
+            spark, inbox_path, values, f"{scoped_source('dlq', source_table)} AND {still_fixed} AND ({that_fix})"
+        )
+        return
     still_that_fix = f" AND dlq.{UPDATED_AT} <=> new.{FIXED_AT}" if UPDATED_AT in columns.inbox else ""
     merge_into(
         inbox_path,
         fixed,
         same_attempt("dlq", "new", source_table, columns),
-        [when_matched_update(f"dlq.{STATUS} = '{FIXED}'{still_that_fix}", columns.inbox_values(values))],
+        [when_matched_update(still_fixed + still_that_fix, values)],
     )
+
+
+def _that_fix(fix: Row, columns: DlqColumns) -> str:
+    """The inbox row of one fix, at its attempt, while it is the image the batch read (the same
+    `_dlq_updated_at`, compared in microseconds): the MERGE's match and condition, for one row."""
+    condition = f"dlq.{KEY} = {sql_string(fix[KEY])}"
+    if columns.counts_attempts:
+        condition += f" AND coalesce(dlq.{ATTEMPT}, 1) = {fix[ATTEMPT]}"
+    if UPDATED_AT in columns.inbox:
+        fixed_at = "NULL" if fix[FIXED_AT] is None else str(fix[FIXED_AT])
+        condition += f" AND unix_micros(CAST(dlq.{UPDATED_AT} AS TIMESTAMP)) <=> {fixed_at}"
+    return condition
 
 
 def _recycled_by(spark: SparkSession, inbox_path: str, source_table: str, columns: DlqColumns, tag: str) -> DataFrame:
