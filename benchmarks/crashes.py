@@ -48,7 +48,7 @@ AIMED_POINTS = {
     "split: verdict staged, before the validated commit": ("split", "split", "_append_validated"),
     "split: after the validated commit, before the inbox commit": ("split", "split", "append_to_dlq_table"),
     "split: after both commits, before the checkpoint commit": ("split", "split", "_refuse_unaccounted"),
-    "outbox: after its MERGE, before its append": ("outbox", "outbox", "append_to_dlq_table"),
+    "outbox: after its mark, before its append": ("outbox", "outbox", "append_to_dlq_table"),
     "recycled: after its settling MERGE, before the append": ("recycled", "recycled", "append_once"),
     "recycled: after the append, before the landed stamp": ("recycled", "recycled", "_stamp_landed"),
 }
