@@ -32,6 +32,7 @@ from quarantine_assets.engine.lake.dlq_schema import (
     UPDATED_BY,
 )
 from quarantine_assets.engine.lake.statuses import QUARANTINED
+from quarantine_assets.engine.spark.payload_types import sql_string
 from quarantine_assets.engine.spark.rules import SPARK_RESCUED_DATA
 
 # Columns the split adds to a row; everything else is the row itself.
@@ -116,7 +117,7 @@ def inbox_records(quarantined: DataFrame, provenance: Provenance) -> DataFrame:
 
 def scoped_source(target: str, source_table: str) -> str:
     """Every MERGE and UPDATE on a shared DLQ names its own source, so actions never touch each other's rows."""
-    return f"{target}.{SOURCE_TABLE} = '{source_table}'"
+    return f"{target}.{SOURCE_TABLE} = {sql_string(source_table)}"
 
 
 def scoped_key_condition(target: str, source: str, source_table: str) -> str:

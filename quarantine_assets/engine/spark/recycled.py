@@ -35,7 +35,13 @@ from quarantine_assets.engine.lake.statuses import EXHAUSTED, QUARANTINED, RECYC
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.claims import before_writing
 from quarantine_assets.engine.spark.commits import append_once
-from quarantine_assets.engine.spark.inbox import attempt_column, quote, same_attempt
+from quarantine_assets.engine.spark.inbox import (
+    attempt_column,
+    quote,
+    same_attempt,
+    scoped_key_condition,
+    scoped_source,
+)
 from quarantine_assets.engine.spark.merge import merge_into, update_where, when_matched_update
 from quarantine_assets.engine.spark.operational_metadata import with_table_columns
 from quarantine_assets.engine.spark.payload_types import PAYLOAD, payload_type_failures, sql_string, typed_columns
@@ -240,7 +246,7 @@ def _redact_outbox_rows(warehouse: Warehouse, judged: DataFrame, action: DataQua
     merge_into(
         warehouse.path(quarantine.outbox_table),
         sent,
-        f"dlq.{SOURCE_TABLE} = {sql_string(quarantine.source_table)} AND dlq.{KEY} = new.{KEY}",
+        scoped_key_condition("dlq", "new", quarantine.source_table),
         [when_matched_update(in_clear, _supplied_values_redacted(action, "dlq"))],
     )
 
@@ -383,7 +389,7 @@ def _stamp_landed(
     }
     tags = ", ".join(sql_string(tag) for tag in landed_tags)
     condition = (
-        f"dlq.{SOURCE_TABLE} = {sql_string(action.quarantine.source_table)} AND dlq.{STATUS} = '{RECYCLED}' "
+        f"{scoped_source('dlq', action.quarantine.source_table)} AND dlq.{STATUS} = '{RECYCLED}' "
         f"AND dlq.{RESOLVED_AT} IS NULL AND dlq.{UPDATED_BY} IN ({tags})"
     )
     update_where(spark, inbox_path, columns.inbox_values(values), condition)
