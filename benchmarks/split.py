@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/split.py inbox-size     # (d) a fixed batch into an inbox of 0, 1M, 5M rows
     .venv/bin/python benchmarks/split.py recycle        # (e) outbox + recycled vs appending the rows directly
     .venv/bin/python benchmarks/split.py fixed-cost     # (c) a warm 10k split, Spark jobs per step
+    .venv/bin/python benchmarks/split.py fix-commit     # a one-row fix's commit: UPDATE vs MERGE
     .venv/bin/python benchmarks/split.py bulk-fix       # fix --where of 10k and 100k rows, and their recycle
     .venv/bin/python benchmarks/split.py memory         # (g) peak driver memory per step, 1M vs 5M rows
     .venv/bin/python benchmarks/split.py table-properties   # an append's cost under each property an inbox needs
@@ -48,17 +49,34 @@ from harness import (
     write_results,
 )
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import FileSource
 from quarantine_assets.demo import generate_batch, next_batch_number
-from quarantine_assets.engine.lake.dlq_schema import CLUSTERING_COLUMN, INBOX_CONTEXT_COLUMNS, INBOX_CORE_COLUMNS
+from quarantine_assets.engine.lake.dlq_schema import (
+    CLUSTERING_COLUMN,
+    INBOX_CONTEXT_COLUMNS,
+    INBOX_CORE_COLUMNS,
+    KEY,
+    ROW_DATA,
+)
 from quarantine_assets.engine.lake.tables import INBOX_PROPERTIES, Warehouse
 from quarantine_assets.engine.spark.bulk_fix import FieldChanges, Selection, fix_where
 from quarantine_assets.engine.spark.claims import claim_slice
 from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.inbox import Provenance, inbox_records
-from quarantine_assets.engine.spark.operator import RowFilter, fix_rows, inbox_rows, oldest_quarantined_age
+from quarantine_assets.engine.spark.operator import (
+    RowFilter,
+    fix_rows,
+    inbox_rows,
+    marked_fixed,
+    oldest_quarantined_age,
+    payload_with_changes,
+    update_open_keys,
+    update_open_rows,
+)
 from quarantine_assets.engine.spark.outbox import run_outbox
+from quarantine_assets.engine.spark.payload_types import sql_string
 from quarantine_assets.engine.spark.recycled import run_recycled
 from quarantine_assets.engine.spark.rules import passes, with_failed_rules
 from quarantine_assets.engine.spark.session import build_spark_session
@@ -441,6 +459,46 @@ def bulk_fix(
             f"  fix + recycle/direct {row['fix_and_recycle_to_direct']:.2f}"
         )
     typer.echo(write_results("bulk-fix", {"results": results}))
+
+
+@app.command("fix-commit")
+def fix_commit(
+    repeats: int = 5,
+    warehouse_dir: Annotated[Path, typer.Option("--warehouse")] = None,
+) -> None:
+    """The commit of a one-row `fix <key> --set`: the UPDATE that names the key against a MERGE of the same values
+    from a one-row DataFrame (how `fix` committed before; `fix --where` still MERGEs), into one inbox, alternately."""
+    root = warehouse_dir or Path(tempfile.mkdtemp(prefix="bench-fix-commit-"))
+    warehouse = Warehouse(root)
+    spark = build_spark_session()
+    action = bench_action("fix_commit", _source(spark, warehouse, 1_000, 0.05))
+    quarantine_from_scratch(spark, warehouse, action)
+    inbox = warehouse.path(action.quarantine.inbox_table)
+    key = spark.read.format("delta").load(inbox).select(KEY).first()[KEY]
+    changes = json.dumps({"amount": 12.5})
+    given = f"parse_json({sql_string(changes)})"
+    values = {ROW_DATA: payload_with_changes(f"dlq.{ROW_DATA}", f"variant_get({given}, '$', 'map<string, variant>')")}
+
+    def merged() -> None:
+        fixed = {name: F.expr(value) for name, value in marked_fixed("bench").items()}
+        one_row = spark.createDataFrame([(key, changes)], f"{KEY} STRING, payload STRING")
+        updates = one_row.withColumn("_changes", F.variant_get(F.parse_json("payload"), "$", "map<string, variant>"))
+        computed = {ROW_DATA: payload_with_changes(f"dlq.{ROW_DATA}", "new._changes")}
+        assert update_open_rows(spark, warehouse, action, updates.withColumns(fixed), "bench", computed).rows_changed
+
+    def updated() -> None:
+        assert update_open_keys(spark, warehouse, action, [key], values | marked_fixed("bench"), "bench").rows_changed
+
+    measured = measure_side_by_side(
+        spark, repeats, {"update": (lambda: None, updated), "merge": (lambda: None, merged)}
+    )
+    ours, before = measured["update"], measured["merge"]
+    ratio = round(ours.median / before.median, 3)
+    typer.echo(
+        f"one-row fix: UPDATE {ours.median:.2f}s  MERGE {before.median:.2f}s  ratio {ratio:.2f}"
+        f"  jobs {ours.spark_jobs[-1]}/{before.spark_jobs[-1]}"
+    )
+    typer.echo(write_results("fix-commit", {"measurements": [m.as_dict() for m in (ours, before)], "ratio": ratio}))
 
 
 @app.command("fixed-cost")

@@ -147,7 +147,8 @@ def fix_where(
     fields = payload_schema(spark, warehouse, action)
     _, chosen, new_values = _checked(spark, warehouse, action, selection, changes, fields)
     read = [F.col(UPDATED_AT).alias(_READ_UPDATED_AT)] if UPDATED_AT in chosen.columns else []
-    updates = chosen.select(KEY, new_values.alias(_CHANGES), *read).withColumns(marked_fixed(by))
+    fixed = {name: F.expr(value) for name, value in marked_fixed(by).items()}
+    updates = chosen.select(KEY, new_values.alias(_CHANGES), *read).withColumns(fixed)
     unchanged = f"dlq.{STATUS} = '{QUARANTINED}'" + (
         f" AND dlq.{UPDATED_AT} <=> new.{_READ_UPDATED_AT}" if read else ""
     )
