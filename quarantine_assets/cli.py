@@ -13,6 +13,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -307,6 +308,7 @@ def spark_server(
         server_token,
         stop_server,
         token_file,
+        worker_forkserver_file,
         worker_python_file,
         write_worker_python,
     )
@@ -319,9 +321,20 @@ def spark_server(
     token = server_token(host, port)
     # Spark runs `foreachBatch` in Python workers of its own: on this interpreter, which has this project. A
     # cluster's executors run theirs on its hosts too, where only the interpreter's own path may exist.
+    forkserver = None
     if "PYSPARK_PYTHON" not in os.environ:
         local = is_local_master(spark_master())
         os.environ["PYSPARK_PYTHON"] = str(write_worker_python(port)) if local else sys.executable
+        if local:
+            forkserver = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "quarantine_assets.engine.spark.worker_forkserver",
+                    worker_forkserver_file(port),
+                ],
+                stdin=subprocess.DEVNULL,
+            )
     # Before the start: a stop asked while Spark starts is kept for when it is up, and the files removed.
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -347,6 +360,9 @@ def spark_server(
                     break
         spark.stop()
     finally:
+        if forkserver is not None:
+            forkserver.terminate()
+            worker_forkserver_file(port).unlink(missing_ok=True)
         token_file(port).unlink(missing_ok=True)
         pid_file(port).unlink(missing_ok=True)
         worker_python_file(port).unlink(missing_ok=True)

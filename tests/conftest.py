@@ -15,7 +15,13 @@ from dagster_dev import free_port
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.local_server import LOOPBACK, local_server_url
 from quarantine_assets.engine.spark.session import EMBEDDED, build_spark_session
-from quarantine_assets.engine.spark.spark_server import answers, pid_file, token_file, worker_python_file
+from quarantine_assets.engine.spark.spark_server import (
+    answers,
+    pid_file,
+    token_file,
+    worker_forkserver_file,
+    worker_python_file,
+)
 from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
 # Runs and commands a test starts share the suite's JVM, or start their own, unless the test attaches them.
@@ -53,7 +59,8 @@ def spark_server(tmp_path_factory) -> str:
     deadline = time.monotonic() + 60
     while (answers(LOOPBACK, port) or pid_file(port).exists()) and time.monotonic() < deadline:
         time.sleep(0.5)
-    left = [file for file in (pid_file(port), token_file(port), worker_python_file(port)) if file.exists()]
+    files = (pid_file(port), token_file(port), worker_python_file(port), worker_forkserver_file(port))
+    left = [file for file in files if file.exists()]
     assert not answers(LOOPBACK, port) and not left, left
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
-import shlex
 import signal
 import socket
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
 from quarantine_assets import codes
+from quarantine_assets.engine.spark.worker_forkserver import launcher_text
 from quarantine_assets.errors import QuarantineError
 
 # PySpark's client presents this variable's value when the URL names no token; so does the server's own.
@@ -102,36 +101,23 @@ def log_file(port: int) -> Path:
     return token_file(port).with_suffix(".log")
 
 
-# Spark puts its zipped copy of PySpark first on a Python worker's path, and zipped modules compile again
-# at every import: each streaming query's `foreachBatch` worker, a process of its own, spent 0.7 s of its
-# start on it. The server's own interpreter has that same PySpark installed, compiled once.
-_WORKER_PYTHON = """#!/bin/sh
-set -f
-kept=
-IFS=:
-for entry in $PYTHONPATH; do
-  case "$entry" in
-    */pyspark.zip) ;;
-    *) kept="${{kept:+$kept:}}$entry" ;;
-  esac
-done
-PYTHONPATH=$kept
-export PYTHONPATH
-exec {python} "$@"
-"""
-
-
 def worker_python_file(port: int) -> Path:
     """Where the server listening on `port` keeps the Python its workers run on."""
     return token_file(port).with_suffix(".python")
 
 
+def worker_forkserver_file(port: int) -> Path:
+    """Where the fork server of the server listening on `port` listens for its workers' launcher."""
+    return token_file(port).with_suffix(".forkserver")
+
+
 def write_worker_python(port: int) -> Path:
     """The Python that the server on `port` runs its workers on: this interpreter, with the PySpark
-    installed in it rather than Spark's zipped copy of it."""
+    installed in it rather than Spark's zipped copy of it, and `foreachBatch` workers forked when its fork
+    server answers."""
     launcher = worker_python_file(port)
     launcher.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    launcher.write_text(_WORKER_PYTHON.format(python=shlex.quote(sys.executable)), encoding="utf-8")
+    launcher.write_text(launcher_text(worker_forkserver_file(port)), encoding="utf-8")
     launcher.chmod(0o700)
     return launcher
 
