@@ -35,6 +35,7 @@ PRELOADED = (
 )
 # The server is checked on at this interval: a fork server whose server is gone stops.
 _PARENT_CHECK_SECONDS = 5
+_START_TIMEOUT_SECONDS = 10
 _LENGTH = struct.Struct("!I")
 # The fork server's answer to a launcher whose worker it does not fork; otherwise, the worker's exit status.
 START_IT_YOURSELF = b"start"
@@ -74,6 +75,9 @@ def serve(socket_path: Path) -> None:
     that started it is gone. One thread: a fork copies only the thread that makes it. Once a module it holds
     changed on disk (this project upgraded beside a running server), launchers start their workers
     themselves until the running ones are done; then it starts over, importing them anew."""
+    # The exits of the forked workers are watched through process file descriptors (Linux 5.3 and later):
+    # without them there is no fork server, and the launcher starts every worker itself.
+    os.close(os.pidfd_open(os.getpid()))
     for module in PRELOADED:
         __import__(module)
     forkserver = _ForkServer(socket_path)
@@ -109,11 +113,14 @@ class _ForkServer:
 
     def _start_worker(self) -> None:
         launcher, _ = self.listener.accept()
+        # A launcher sends its start as soon as it connects: one that does not is not let hold up the others.
+        launcher.settimeout(_START_TIMEOUT_SECONDS)
         try:
             start, streams = _received_start(launcher)
         except (OSError, ValueError):
             launcher.close()
             return
+        launcher.settimeout(None)
         self.stale = self.stale or _project_files() != self.imported
         if self.stale:
             for stream in streams:
@@ -178,17 +185,24 @@ def _project_files() -> dict[str, int]:
 
 
 def _received_start(launcher: socket.socket) -> tuple[dict, list[int]]:
+    """The launcher's environment and folder, and its standard streams, which are closed again when the
+    start does not arrive whole."""
     data, streams, _, _ = socket.recv_fds(launcher, 1 << 16, 3)
-    if len(data) < _LENGTH.size or len(streams) != 3:
-        raise ValueError("incomplete worker start")
-    (length,) = _LENGTH.unpack_from(data)
-    data = data[_LENGTH.size :]
-    while len(data) < length:
-        more = launcher.recv(length - len(data))
-        if not more:
+    try:
+        if len(data) < _LENGTH.size or len(streams) != 3:
             raise ValueError("incomplete worker start")
-        data += more
-    return json.loads(data), streams
+        (length,) = _LENGTH.unpack_from(data)
+        data = data[_LENGTH.size :]
+        while len(data) < length:
+            more = launcher.recv(length - len(data))
+            if not more:
+                raise ValueError("incomplete worker start")
+            data += more
+        return json.loads(data), streams
+    except (OSError, ValueError):
+        for stream in streams:
+            os.close(stream)
+        raise
 
 
 def _run_worker(start: dict, streams: list[int]) -> None:
