@@ -143,3 +143,17 @@ def test_a_fork_server_whose_modules_changed_on_disk_lets_workers_start_anew_the
         assert forkserver.poll() is None
     finally:
         os.utime(changed, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_launcher_runs_on_a_python_whose_path_has_a_space_in_it(forkserver, spark_side, tmp_path):
+    python = tmp_path / "with space" / "python"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    launcher = tmp_path / "worker python"
+    launcher.write_text(launcher_text(tmp_path / "forkserver", str(python)), encoding="utf-8")
+    launcher.chmod(0o700)
+    started = _start(launcher, tmp_path / "folder", spark_side)
+    connection, worker = _handshake(spark_side)
+    assert _parent(worker) == forkserver.pid
+    connection.close()
+    started.wait(TIMEOUT_SECONDS)
