@@ -1,8 +1,8 @@
 """The local server's `foreachBatch` workers, forked from a process that has imported them once.
 
 Spark starts a Python process for each streaming query's `foreachBatch`, which imports PySpark's Connect
-client and this project before its first batch: about a second of each step's few, on a machine where
-the steps are small. The server's workers run on a launcher (`worker_python_file`) that hands such a start
+client and this project before its first batch: about 0.6 s of each streaming step, whose batch may take
+about a second. The server's workers run on a launcher (`worker_python_file`) that hands such a start
 to this fork server: it forks a child that already holds those modules, gives it the launcher's
 environment, folder and standard streams, and runs the worker module in it as Python would have. The
 launcher waits for the child and exits with its status; a launcher stopped by Spark stops its child. Any
@@ -227,7 +227,7 @@ def _run_worker(start: dict, streams: list[int]) -> None:
         runpy.run_module(FORKED_MODULE, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
+        code = 0 if exit.code is None else exit.code if isinstance(exit.code, int) else 1
     except BaseException:
         traceback.print_exc()
     finally:
