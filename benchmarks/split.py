@@ -68,6 +68,7 @@ from quarantine_assets.engine.spark.inbox import Provenance, inbox_records
 from quarantine_assets.engine.spark.operator import (
     RowFilter,
     fix_rows,
+    fixed_row_data,
     inbox_rows,
     marked_fixed,
     oldest_quarantined_age,
@@ -76,7 +77,6 @@ from quarantine_assets.engine.spark.operator import (
     update_open_rows,
 )
 from quarantine_assets.engine.spark.outbox import run_outbox
-from quarantine_assets.engine.spark.payload_types import sql_string
 from quarantine_assets.engine.spark.recycled import run_recycled
 from quarantine_assets.engine.spark.rules import passes, with_failed_rules
 from quarantine_assets.engine.spark.session import build_spark_session
@@ -475,13 +475,12 @@ def fix_commit(
     quarantine_from_scratch(spark, warehouse, action)
     inbox = warehouse.path(action.quarantine.inbox_table)
     key = spark.read.format("delta").load(inbox).select(KEY).first()[KEY]
-    changes = json.dumps({"amount": 12.5})
-    given = f"parse_json({sql_string(changes)})"
-    values = {ROW_DATA: payload_with_changes(f"dlq.{ROW_DATA}", f"variant_get({given}, '$', 'map<string, variant>')")}
+    changes = {"amount": 12.5}
+    values = {ROW_DATA: fixed_row_data(changes, whole_payload=False)}
 
     def merged() -> None:
         fixed = {name: F.expr(value) for name, value in marked_fixed("bench").items()}
-        one_row = spark.createDataFrame([(key, changes)], f"{KEY} STRING, payload STRING")
+        one_row = spark.createDataFrame([(key, json.dumps(changes))], f"{KEY} STRING, payload STRING")
         updates = one_row.withColumn("_changes", F.variant_get(F.parse_json("payload"), "$", "map<string, variant>"))
         computed = {ROW_DATA: payload_with_changes(f"dlq.{ROW_DATA}", "new._changes")}
         assert update_open_rows(spark, warehouse, action, updates.withColumns(fixed), "bench", computed).rows_changed

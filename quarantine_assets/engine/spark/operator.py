@@ -236,13 +236,17 @@ def fix_rows(
     allowed = validated_schema(spark, warehouse, action).fieldNames()
     changes = checked_fields(payload if payload is not None else set_fields, allowed)
     refuse_redacted_fields_left_out(action, {name for fields in current.values() for name in fields}, changes)
-    given = f"parse_json({sql_string(json.dumps(changes))})"
-    row_data = (
-        given
-        if payload is not None
-        else payload_with_changes(f"dlq.{ROW_DATA}", f"variant_get({given}, '$', 'map<string, variant>')")
-    )
+    row_data = fixed_row_data(changes, whole_payload=payload is not None)
     return update_open_keys(spark, warehouse, action, keys, {ROW_DATA: row_data, **marked_fixed(by)}, by)
+
+
+def fixed_row_data(changes: dict[str, Any], *, whole_payload: bool) -> str:
+    """A fixed row's payload, as SQL on the row (`dlq`): `changes` as the whole payload, or the row's payload
+    with the fields of `changes` set."""
+    given = f"parse_json({sql_string(json.dumps(changes))})"
+    if whole_payload:
+        return given
+    return payload_with_changes(f"dlq.{ROW_DATA}", f"variant_get({given}, '$', 'map<string, variant>')")
 
 
 def marked_fixed(by: str) -> dict[str, str]:
