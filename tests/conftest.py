@@ -27,7 +27,7 @@ from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 # Runs and commands a test starts share the suite's JVM, or start their own, unless the test attaches them.
 os.environ.setdefault(SPARK_REMOTE_VARIABLE, EMBEDDED)
 # The suite's tables hold tens of rows, and nearly every query it runs is new to the JVM: compiling each plan to
-# Java (Janino, then the JIT) costs more than evaluating it as it is, a fifth of the suite's time. Every JVM the
+# Java (Janino, then the JIT) costs more than evaluating it as it is: about a third of the suite's time. Every JVM the
 # suite starts (its own, the server, the commands and runs it launches) evaluates expressions interpreted; the
 # standalone-cluster test gives its server Spark's default, code generation, and compares the tables.
 INTERPRETED = "--conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell"
