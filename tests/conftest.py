@@ -13,9 +13,10 @@ import pytest
 from dagster_dev import free_port
 
 from quarantine_assets.engine.lake.tables import Warehouse
-from quarantine_assets.engine.spark.local_server import LOOPBACK, local_server_url
+from quarantine_assets.engine.spark.local_server import local_server_url
 from quarantine_assets.engine.spark.session import EMBEDDED, build_spark_session
 from quarantine_assets.engine.spark.spark_server import (
+    LOOPBACK,
     answers,
     pid_file,
     token_file,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -12,6 +14,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from pyspark.sql import functions as F
@@ -20,7 +23,7 @@ from typer.testing import CliRunner
 from quarantine_assets.cli import app
 from quarantine_assets.engine.lake.claims import claims
 from quarantine_assets.engine.lake.tables import Warehouse
-from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, TOKEN_VARIABLE, token_file
+from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, TOKEN_VARIABLE, pid_file, token_file
 from quarantine_assets.errors import QuarantineError
 
 CLI = Path(sys.executable).parent / "quarantine-assets"
@@ -125,6 +128,45 @@ def test_operator_commands_attach_to_a_running_spark_server_and_say_when_it_is_g
 
     gone = cli("list")
     assert gone.returncode == 1 and "QA-RUN-002" in gone.stderr
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    """The addresses that TCP sockets of process `pid` and its descendants listen on, as /proc has them."""
+    parents = {}
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat_file.parent.name)] = int(stat_file.read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            continue  # a process that ended meanwhile
+    tree, grown = {pid}, True
+    while grown:
+        grown = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= grown
+    sockets = set()
+    for process in tree:
+        for descriptor in Path(f"/proc/{process}/fd").glob("*"):
+            with contextlib.suppress(OSError):
+                sockets.add(os.readlink(descriptor))
+    addresses = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and f"socket:[{fields[9]}]" in sockets:  # 0A: LISTEN
+                packed = bytes.fromhex(fields[1].partition(":")[0])
+                # Each 32-bit word of the address in the host's order, as the kernel prints it.
+                address = ipaddress.ip_address(b"".join(packed[i : i + 4][::-1] for i in range(0, len(packed), 4)))
+                addresses.add(str(getattr(address, "ipv4_mapped", None) or address))
+    return addresses
+
+
+def test_local_spark_listens_on_loopback_only(spark, spark_server):
+    """Not only Spark Connect's port: Spark's driver, block manager and UI (which shows each query's SQL with
+    its values, an operator's fix among them) too, in the local server and in an embedded session."""
+    server = int(pid_file(urlparse(spark_server).port).read_text(encoding="utf-8"))
+    for pid in (server, os.getpid()):
+        addresses = _listening_addresses(pid)
+        assert addresses, pid
+        assert all(ipaddress.ip_address(address).is_loopback for address in addresses), addresses
 
 
 def test_a_spark_server_beyond_loopback_needs_a_token_chosen_on_purpose(tmp_path, monkeypatch):

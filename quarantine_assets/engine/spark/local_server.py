@@ -14,10 +14,9 @@ from pathlib import Path
 from quarantine_assets import codes
 from quarantine_assets.commands import SPARK_SERVER_COMMAND
 from quarantine_assets.engine.lake.tables import Warehouse
-from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, answers, log_file, token_file
+from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, LOOPBACK, answers, log_file, token_file
 from quarantine_assets.errors import QuarantineError
 
-LOOPBACK = "127.0.0.1"
 IDLE_TIMEOUT_MINUTES = 30
 # The first start of all resolves Delta's jars from Maven Central; later ones start a JVM in seconds.
 START_TIMEOUT_SECONDS = 600

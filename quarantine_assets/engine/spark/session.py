@@ -14,7 +14,7 @@ from quarantine_assets import codes
 from quarantine_assets.commands import SPARK_SERVER_COMMAND
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.object_store import object_store_config
-from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, attaching_url
+from quarantine_assets.engine.spark.spark_server import DEFAULT_CONNECT_PORT, LOOPBACK, attaching_url
 from quarantine_assets.errors import QuarantineError
 from quarantine_assets.settings import SPARK_REMOTE_VARIABLE
 
@@ -114,6 +114,11 @@ def build_spark_session(
     master: str | None = None, warehouse: Warehouse | None = None, extra: dict[str, str] | None = None
 ) -> SparkSession:
     config = spark_config(master, warehouse) | (extra or {})
+    if is_local_master(config["spark.master"]):
+        # Spark's driver, block manager and UI listen on every interface by default: the UI shows each query's
+        # SQL with its values (an operator's fix among them). Its executors here are in this JVM, so loopback
+        # serves them all; a user who means to open the UI to others sets SPARK_LOCAL_IP themselves.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     builder = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)

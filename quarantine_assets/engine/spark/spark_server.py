@@ -19,6 +19,7 @@ from quarantine_assets.errors import QuarantineError
 # PySpark's client presents this variable's value when the URL names no token; so does the server's own.
 TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 DEFAULT_CONNECT_PORT = 15002
+LOOPBACK = "127.0.0.1"
 
 
 def token_file(port: int) -> Path:
