@@ -24,7 +24,7 @@ from quarantine_assets.engine.spark.claims import before_writing
 from quarantine_assets.engine.spark.file_quarantine import REDRIVEN
 from quarantine_assets.engine.spark.file_removal import SOURCE, FileRemoval, readable_table_id, remove_files_holding
 from quarantine_assets.engine.spark.merge import delete_where
-from quarantine_assets.engine.spark.payload_types import PAYLOAD
+from quarantine_assets.engine.spark.payload_types import PAYLOAD, sql_string
 from quarantine_assets.engine.spark.redaction import holds_clear_values
 
 
@@ -59,7 +59,7 @@ def purge_resolved(
     cutoff = (now or datetime.now(timezone.utc)) - older_than
     quarantine = action.quarantine
     columns = require_healthy_dlq(warehouse, action) if dry_run else before_writing(spark, warehouse, action, by=by)
-    condition = f"{SOURCE_TABLE} = '{quarantine.source_table}' AND ({resolved_before(columns, cutoff)})"
+    condition = f"{SOURCE_TABLE} = {sql_string(quarantine.source_table)} AND ({resolved_before(columns, cutoff)})"
     path = warehouse.path(quarantine.inbox_table)
     counted = spark.read.format("delta").load(path).where(condition).groupBy(STATUS).count().collect()
     rows_by_status = {row[STATUS]: row["count"] for row in counted}
@@ -86,7 +86,7 @@ def _purge_redriven_file_records(
     if not warehouse.is_delta_table(table):
         return 0
     condition = (
-        f"{SOURCE_TABLE} = '{action.quarantine.source_table}' AND {STATUS} = '{REDRIVEN}' "
+        f"{SOURCE_TABLE} = {sql_string(action.quarantine.source_table)} AND {STATUS} = '{REDRIVEN}' "
         f"AND {RESOLVED_AT} < {_timestamp(cutoff)}"
     )
     path = warehouse.path(table)
