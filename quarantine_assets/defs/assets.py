@@ -1,13 +1,18 @@
-"""The asset factory: per data-quality action, the split that yields validated and inbox."""
+"""The asset factory: per data-quality action, the split that yields validated and inbox, and the recycle path."""
 
 import html
+import re
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from dagster import (
+    AssetCheckKey,
     AssetCheckResult,
     AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
     AssetSpec,
     MaterializeResult,
     MetadataValue,
@@ -103,6 +108,10 @@ def _reported(context: AssetExecutionContext, warnings: list[str]) -> dict:
     """Warnings about a DLQ's missing context columns go to the run's log and to the metadata."""
     for warning in warnings:
         context.log.warning(warning)
+    return _warnings_metadata(warnings)
+
+
+def _warnings_metadata(warnings: list[str]) -> dict:
     return {"dlq_warnings": MetadataValue.md("\n".join(f"- {w}" for w in warnings))} if warnings else {}
 
 
@@ -137,53 +146,137 @@ def _cell(text: str) -> str:
     return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|")
 
 
-def split_asset(action: DataQualityAction):
-    description = action.description or f"Split {action.name}: validated rows and quarantined rows, one scan."
+class SplitsFailed(Exception):
+    """Several actions of one DLQ failed their split in one step: each one's error (and code), a line each."""
+
+    def __init__(self, errors: list[BaseException]):
+        super().__init__("\n".join(f"{type(error).__name__}: {error}" for error in errors))
+
+
+@dataclass(frozen=True)
+class _Split:
+    """What one action's split shows: its materializations and check results, and the warnings for the run's log."""
+
+    events: list[MaterializeResult | AssetCheckResult]
+    warnings: list[str]
+
+
+def _split(session, warehouse, action: DataQualityAction, run_id: str, thresholds: HealthThresholds) -> _Split:
+    report = run_split(session, action, warehouse, run_id)
+    metadata = _split_metadata(action, report) | _warnings_metadata(report.warnings)
+    validated = MaterializeResult(
+        asset_key=asset_key(action, VALIDATED),
+        metadata=metadata | {"path": MetadataValue.path(str(warehouse.path(action.target_table)))},
+    )
+    if action.quarantine is None:
+        return _Split([validated], report.warnings)
+    rows = {
+        "read": report.rows_read,
+        "validated": report.rows_validated,
+        "quarantined": report.rows_quarantined,
+        "dropped": report.rows_dropped,
+        "files_set_aside": len(report.files_set_aside),
+    }
+    failures = (report.failures_per_rule, report.failures_by_reason())
+    with _recorded_beside(session, warehouse, action, run_id, "split", rows, *failures) as recorded:
+        examples = _examples(session, warehouse, action, run_id, report)
+        backlog = recorded.result()
+    inbox = MaterializeResult(
+        asset_key=asset_key(action, INBOX),
+        metadata=metadata | examples | {"path": MetadataValue.path(str(warehouse.path(action.quarantine.inbox_table)))},
+    )
+    checks = split_check_results(action, report, backlog.oldest_quarantined_age, thresholds)
+    return _Split([validated, inbox, *checks], report.warnings)
+
+
+def split_asset(actions: list[DataQualityAction]):
+    """One step splits the actions of one DLQ (`split_groups`), side by side: each split mostly waits on Spark,
+    so two of them overlap, and the DLQ's pool would queue them one after the other as steps of their own.
+
+    A selection of some of the actions splits those; one that holds one of an action's two assets still splits
+    the action, which writes both, and records the other's materialization all the same."""
+    first = actions[0]
+    names = ", ".join(action.name for action in actions)
+    description = (
+        first.description
+        if len(actions) == 1 and first.description
+        else f"Split {names}: validated rows and quarantined rows, one scan each."
+    )
 
     @multi_asset(
-        name=f"{action.key}_split",
-        specs=_split_specs(action),
-        check_specs=split_check_specs(action),
+        name=f"{first.key}_split" if len(actions) == 1 else f"{_dlq_name(first)}_split",
+        specs=[spec for action in actions for spec in _split_specs(action)],
+        check_specs=[spec for action in actions for spec in split_check_specs(action)],
         description=description,
-        pool=dlq_pool(action),
+        pool=dlq_pool(first),
+        can_subset=len(actions) > 1,
     )
     def split(
         context: AssetExecutionContext,
         spark: SparkResource,
         warehouse: WarehouseResource,
         thresholds: HealthThresholds,
-    ) -> Iterator[MaterializeResult | AssetCheckResult]:
-        session = spark.spark_session(warehouse.warehouse)
-        report = run_split(session, action, warehouse.warehouse, context.run.run_id)
-        metadata = _split_metadata(action, report) | _reported(context, report.warnings)
-        yield MaterializeResult(
-            asset_key=asset_key(action, VALIDATED),
-            metadata=metadata | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.target_table)))},
-        )
-        if action.quarantine is None:
+    ) -> Iterator[MaterializeResult | AssetCheckResult | AssetMaterialization]:
+        selected = context.selected_asset_keys | context.selected_asset_check_keys
+        chosen = [action for action in actions if _split_keys(action) & selected]
+        if not chosen:
             return
-        rows = {
-            "read": report.rows_read,
-            "validated": report.rows_validated,
-            "quarantined": report.rows_quarantined,
-            "dropped": report.rows_dropped,
-            "files_set_aside": len(report.files_set_aside),
-        }
-        failures = (report.failures_per_rule, report.failures_by_reason())
-        with _recorded_beside(
-            session, warehouse.warehouse, action, context.run.run_id, "split", rows, *failures
-        ) as recorded:
-            examples = _examples(session, warehouse.warehouse, action, context.run.run_id, report)
-            yield MaterializeResult(
-                asset_key=asset_key(action, INBOX),
-                metadata=metadata
-                | examples
-                | {"path": MetadataValue.path(str(warehouse.warehouse.path(action.quarantine.inbox_table)))},
-            )
-            backlog = recorded.result()
-        yield from split_check_results(action, report, backlog.oldest_quarantined_age, thresholds)
+        sessions = spark.spark_sessions(warehouse.warehouse, len(chosen))
+        run_id = context.run.run_id
+        with ThreadPoolExecutor(max_workers=len(chosen)) as side_by_side:
+            running = [
+                side_by_side.submit(_split, session, warehouse.warehouse, action, run_id, thresholds)
+                for session, action in zip(sessions, chosen)
+            ]
+            try:
+                wait(running)
+            except BaseException:  # the run was stopped: so are the streams, and with them their threads
+                for session in sessions:
+                    for query in session.streams.active:
+                        query.stop()
+                raise
+        failed = [future.exception() for future in running if future.exception() is not None]
+        for future in running:
+            if future.exception() is None:
+                for warning in future.result().warnings:
+                    context.log.warning(warning)
+                yield from _as_selected(context, future.result().events)
+        if len(failed) == 1:
+            raise failed[0]
+        if failed:
+            raise SplitsFailed(failed)
 
     return split
+
+
+def split_groups(actions: list[DataQualityAction]) -> list[list[DataQualityAction]]:
+    """The actions split in one step: those of one DLQ; an action without one (dqe mode) alone."""
+    groups: dict[str, list[DataQualityAction]] = {}
+    for action in actions:
+        groups.setdefault(action.quarantine.inbox_table if action.quarantine else action.key, []).append(action)
+    return list(groups.values())
+
+
+def _dlq_name(action: DataQualityAction) -> str:
+    return re.sub(r"\W", "_", action.quarantine.inbox_table)
+
+
+def _split_keys(action: DataQualityAction) -> set[AssetKey | AssetCheckKey]:
+    """The keys of the action's assets and checks that its split materializes and evaluates."""
+    return {spec.key for spec in _split_specs(action)} | {spec.key for spec in split_check_specs(action)}
+
+
+def _as_selected(context: AssetExecutionContext, events: list) -> Iterator:
+    """The events of a split, as Dagster takes them from a step run for a selection: an asset outside it, which
+    the split wrote all the same, as an observed materialization; a check outside it, not at all."""
+    for event in events:
+        if isinstance(event, AssetCheckResult):
+            if AssetCheckKey(event.asset_key, event.check_name) in context.selected_asset_check_keys:
+                yield event
+        elif event.asset_key in context.selected_asset_keys:
+            yield event
+        else:
+            yield AssetMaterialization(asset_key=event.asset_key, metadata=event.metadata)
 
 
 def outbox_asset(action: DataQualityAction):

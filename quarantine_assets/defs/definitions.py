@@ -15,7 +15,7 @@ from dagster import (
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs.alerts import alert_sensor, run_failure_alerts
-from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset
+from quarantine_assets.defs.assets import outbox_asset, recycled_asset, split_asset, split_groups
 from quarantine_assets.defs.erasure_job import forget_job
 from quarantine_assets.defs.file_redrive_job import redrive_file_job
 from quarantine_assets.defs.operator_job import operator_job
@@ -32,7 +32,7 @@ TABLE_CHECKS_JOB = "dlq_table_checks"
 
 def build_definitions(project: Project | None = None, resources: dict | None = None) -> Definitions:
     project = project or load_project()
-    split_assets = [split_asset(action) for action in project.actions]
+    split_assets = [split_asset(actions) for actions in split_groups(project.actions)]
     quarantined = [action for action in project.actions if action.quarantine is not None]
     recycle_assets = [build(action) for action in quarantined for build in (outbox_asset, recycled_asset)]
     table_checks = [check for action in quarantined for check in dlq_table_checks(action)]

@@ -177,6 +177,12 @@ class SparkResource(ConfigurableResource):
             self._session = spark_session(warehouse, self.remote)
         return self._session
 
+    def spark_sessions(self, warehouse: Warehouse, count: int) -> list["SparkSession"]:
+        """`count` sessions of the same Spark, each with settings of its own, for streams run side by side."""
+        from quarantine_assets.engine.spark.session import another_session
+
+        return [self.spark_session(warehouse), *(another_session(warehouse, self.remote) for _ in range(count - 1))]
+
 
 class HealthThresholds(ConfigurableResource):
     """When the data checks warn or fail; a stream processor's DLQ guidance alerts past a 5% reject rate."""

@@ -116,7 +116,7 @@ def test_a_second_location_claiming_a_slice_is_refused_and_runs_on_one_dlq_queue
     assert all(instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS for run_id in together)
     # The writers' steps; the checks' steps only read and are in no pool.
     spans = [span for span in step_spans(instance, together) if span[2].endswith(("__outbox", "__recycled", "_split"))]
-    assert len(spans) == 6  # outbox and recycled of both actions, and both splits
+    assert len(spans) == 5  # outbox and recycled of both actions, and the split of their DLQ
     assert all(ended <= next_start for (_, ended, _), (next_start, _, _) in zip(spans, spans[1:])), spans
     owners = {claim.owner for claim in claims(Warehouse(warehouse), "demo.ops.dlq").values()}
     assert owners == {"demo/orders/dq_orders", "demo/customers/dq_customers"}

@@ -165,6 +165,20 @@ def spark_session(warehouse: Warehouse, remote: str | None = None) -> SparkSessi
     return SparkSession.builder.remote(attaching_url(remote)).create()
 
 
+def another_session(warehouse: Warehouse, remote: str | None = None) -> SparkSession:
+    """A session of the Spark that `spark_session(warehouse, remote)` gives, with settings of its own: for a
+    stream run beside another, since a stream's settings hold for its whole run (`run_available_now`)."""
+    session = spark_session(warehouse, remote)
+    if (remote or spark_remote()) != EMBEDDED:
+        return session  # attached, each `spark_session` is a session of its own already
+    # Embedded, it is the process's one, whose settings (an object store's among them) the new session starts with.
+    side = session.newSession()
+    for key, value in session.conf.getAll.items():
+        if session.conf.isModifiable(key):
+            side.conf.set(key, value)
+    return side
+
+
 def _refuse_unreachable(remote: str) -> None:
     """PySpark's client retries a server that is down for minutes; a closed port is better said at once."""
     url = urlparse(remote)
