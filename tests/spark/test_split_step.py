@@ -78,7 +78,10 @@ def test_an_action_that_fails_fails_the_step_with_its_error_and_the_other_lands(
     result = job.execute_in_process(instance=instance, raise_on_error=False)
 
     (failure,) = [event for event in result.all_events if event.is_step_failure]
-    assert failure.step_key == "demo_ops_dlq_split" and "QA-DQ-004" in failure.step_failure_data.error.message
+    error, shown = failure.step_failure_data.error, ""
+    while error is not None:  # the error as the UI shows it, with the errors that caused it
+        shown, error = shown + error.message, error.cause
+    assert failure.step_key == "demo_ops_dlq_split" and "QA-DQ-004 error: a fault for the test" in shown
     assert _materialized(instance, asset_key(orders, VALIDATED)) == 1
     assert _materialized(instance, asset_key(orders, INBOX)) == 1
     assert _rows(spark, warehouse, orders.target_table) > 0
