@@ -1,4 +1,5 @@
-"""The asset factory: per data-quality action, the split that yields validated and inbox, and the recycle path."""
+"""The asset factory: per DLQ, the split step that yields each of its actions' validated and inbox; per action, the
+recycle path (outbox and recycled)."""
 
 import html
 import re
@@ -268,7 +269,7 @@ def _split_keys(action: DataQualityAction) -> set[AssetKey | AssetCheckKey]:
 
 def _as_selected(context: AssetExecutionContext, events: list) -> Iterator:
     """The events of a split, as Dagster takes them from a step run for a selection: an asset outside it, which
-    the split wrote all the same, as an observed materialization; a check outside it, not at all."""
+    the split wrote all the same, as a materialization event; a check outside it, not at all."""
     for event in events:
         if isinstance(event, AssetCheckResult):
             if AssetCheckKey(event.asset_key, event.check_name) in context.selected_asset_check_keys:
