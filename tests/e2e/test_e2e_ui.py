@@ -25,7 +25,7 @@ from postgres_server import postgres_server
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs.definitions import SPLIT_JOB, TABLE_CHECKS_JOB
-from quarantine_assets.demo import generate_batch
+from quarantine_assets.demo import generate_batch, next_batch_number
 from quarantine_assets.demo_run import LANDING
 from quarantine_assets.engine.lake.table_health import (
     CHANGE_DATA_FEED,
@@ -72,6 +72,11 @@ query ($path: [String!]!, $check: String!) {
     status
     evaluation { success severity metadataEntries { label } }
   }
+}
+"""
+STEP_STATS = """
+query ($runId: ID!) {
+  runOrError(runId: $runId) { ... on Run { stepStats { stepKey status } } }
 }
 """
 RUNS = """
@@ -255,6 +260,47 @@ def test_a_fix_from_the_cli_lands_through_the_daemons_recycle_sensor(session):
     assert recycled["rows_landed"] == 1
     [landed] = [r for r in session.table("demo.ops.dlq") if r["_dlq_sk"] == row["_dlq_sk"]]
     assert landed["_dlq_status"] == "recycled"
+
+
+def test_a_split_stopped_mid_step_ends_canceled_and_the_next_run_lands_every_row_once(session):
+    landing = Path(session.warehouse.root) / LANDING
+    # Big enough that the DLQ's step is still splitting when the stop comes.
+    generate_batch(landing, next_batch_number(landing), orders=40_000, customers=20_000)
+    stopped = submitted(session.dev.client, LOCATION, SPLIT_JOB)
+    deadline = time.monotonic() + 300
+    while "demo_ops_dlq_split" not in step_statuses(session.dev, stopped):
+        assert time.monotonic() < deadline, step_statuses(session.dev, stopped)
+        time.sleep(0.5)
+    time.sleep(2)  # its streams have started
+    session.dev.client.terminate_run(stopped)
+    finished(session.dev.client, stopped)
+    # The step's threads ended with their streams: the run is canceled, not left canceling.
+    assert session.dev.client.get_run_status(stopped).value == "CANCELED", step_statuses(session.dev, stopped)
+    session.runs["stopped split"] = stopped
+
+    rerun = submitted(session.dev.client, LOCATION, SPLIT_JOB)
+    finished(session.dev.client, rerun)
+    assert session.dev.client.get_run_status(rerun).value == "SUCCESS"
+    inbox = session.table("demo.ops.dlq")
+    for action_key, folder, key in (("dq_orders", "orders", "order_id"), ("dq_customers", "customers", "customer_id")):
+        action = session.project.action(action_key)
+        generated = sum(_records(file) for file in (landing / folder).iterdir())
+        keys = [row[key] for row in session.table(action.target_table) if row[key] != FIXED_ORDER_ID]
+        quarantined = [row for row in inbox if row["_dlq_source_table"] == action.quarantine.source_table]
+        assert len(keys) == len(set(keys)), f"{action_key}: a row landed twice"
+        assert len(keys) + len(quarantined) == generated, action_key
+
+
+def _records(file: Path) -> int:
+    """The records of a demo input file: its lines, less a CSV file's header."""
+    lines = [line for line in file.read_text().splitlines() if line]
+    return len(lines) - (file.suffix == ".csv")
+
+
+def step_statuses(dev: DagsterDev, run_id: str) -> dict[str, str]:
+    stats = dev.query(STEP_STATS, runId=run_id)["runOrError"]["stepStats"]
+    """The steps of the run that have started, each with its status (`IN_PROGRESS` until it ends)."""
+    return {step["stepKey"]: step["status"] for step in stats}
 
 
 def test_runs_and_check_history_are_stored_in_postgres(session):
