@@ -274,7 +274,7 @@ def test_a_split_stopped_mid_step_ends_canceled_and_the_next_run_lands_every_row
     time.sleep(2)  # its streams have started
     session.dev.client.terminate_run(stopped)
     finished(session.dev.client, stopped)
-    # The step's threads ended with their streams: the run is canceled, not left canceling.
+    # The step's threads ended: the run is canceled, not left canceling.
     assert session.dev.client.get_run_status(stopped).value == "CANCELED", step_statuses(session.dev, stopped)
     session.runs["stopped split"] = stopped
 
@@ -298,8 +298,8 @@ def _records(file: Path) -> int:
 
 
 def step_statuses(dev: DagsterDev, run_id: str) -> dict[str, str]:
-    stats = dev.query(STEP_STATS, runId=run_id)["runOrError"]["stepStats"]
     """The steps of the run that have started, each with its status (`IN_PROGRESS` until it ends)."""
+    stats = dev.query(STEP_STATS, runId=run_id)["runOrError"]["stepStats"]
     return {step["stepKey"]: step["status"] for step in stats}
 
 
