@@ -271,7 +271,7 @@ def test_a_split_stopped_mid_step_ends_canceled_and_the_next_run_lands_every_row
     while "demo_ops_dlq_split" not in step_statuses(session.dev, stopped):
         assert time.monotonic() < deadline, step_statuses(session.dev, stopped)
         time.sleep(0.5)
-    time.sleep(2)  # its streams have started
+    time.sleep(2)  # so that the stop comes while the step splits, not as it starts
     session.dev.client.terminate_run(stopped)
     finished(session.dev.client, stopped)
     # The step's threads ended: the run is canceled, not left canceling.
