@@ -17,6 +17,7 @@ from quarantine_assets.engine.lake.tables import (
     outbox_ddl,
     table_reference,
 )
+from quarantine_assets.engine.spark.commits import retry_on_conflict
 
 
 def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: str) -> dict[str, list[str]]:
@@ -46,3 +47,11 @@ def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: st
     for table, ddl in tables:
         if not warehouse.is_delta_table(table):
             spark.sql(ddl(warehouse, inbox_table))
+
+
+def create_if_missing(spark: SparkSession, warehouse: Warehouse, table: str, ddl: str) -> None:
+    """A table beside the DLQ (its metrics, its files) made on first use, as where the DLQ was created from the
+    reference's DDL. Two writers of one DLQ may make it at once (the actions of one DLQ split side by side, or two
+    processes): both commit its first version, one of them conflicts, and its retry finds the table there."""
+    if not warehouse.is_delta_table(table):
+        retry_on_conflict(lambda: spark.sql(ddl))

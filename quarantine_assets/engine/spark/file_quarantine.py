@@ -33,6 +33,7 @@ from quarantine_assets.engine.lake.dlq_schema import (
 )
 from quarantine_assets.engine.lake.statuses import QUARANTINED
 from quarantine_assets.engine.lake.tables import Warehouse, checkpoint_folder, files_ddl
+from quarantine_assets.engine.spark.dlq_tables import create_if_missing
 from quarantine_assets.engine.spark.inbox import quote
 from quarantine_assets.engine.spark.merge import merge_into
 from quarantine_assets.engine.spark.operational_metadata import with_view_columns
@@ -152,9 +153,9 @@ class FileBatch:
             None,
         )
         schema = ", ".join(f"{name} {sql_type.removesuffix(' NOT NULL')}" for name, sql_type in FILES_COLUMNS.items())
-        path = self.warehouse.path(files_table(quarantine.inbox_table))
-        if not self.warehouse.is_delta_table(files_table(quarantine.inbox_table)):
-            spark.sql(files_ddl(self.warehouse, quarantine.inbox_table))
+        table = files_table(quarantine.inbox_table)
+        create_if_missing(spark, self.warehouse, table, files_ddl(self.warehouse, quarantine.inbox_table))
+        path = self.warehouse.path(table)
         new = spark.createDataFrame([record], schema)
         merge_into(path, new, f"dlq.{KEY} = new.{KEY}", ["WHEN NOT MATCHED THEN INSERT *"])
 

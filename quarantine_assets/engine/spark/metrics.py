@@ -19,6 +19,7 @@ from quarantine_assets.engine.lake.dlq_schema import METRICS_COLUMNS, SOURCE_TAB
 from quarantine_assets.engine.lake.statuses import QUARANTINED
 from quarantine_assets.engine.lake.tables import Warehouse, metrics_ddl
 from quarantine_assets.engine.spark.commits import append_once
+from quarantine_assets.engine.spark.dlq_tables import create_if_missing
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,7 @@ def record_step(
     )
     schema = ", ".join(f"{name} {sql_type.removesuffix(' NOT NULL')}" for name, sql_type in METRICS_COLUMNS.items())
     table = metrics_table(action.quarantine.inbox_table)
-    if not warehouse.is_delta_table(table):
-        spark.sql(metrics_ddl(warehouse, action.quarantine.inbox_table))
+    create_if_missing(spark, warehouse, table, metrics_ddl(warehouse, action.quarantine.inbox_table))
     writer = f"metrics:{run_id}:{step}:{action.quarantine.source_table}"
     append_once(spark.createDataFrame([row], schema), warehouse.path(table), writer, 0)
     return backlog
