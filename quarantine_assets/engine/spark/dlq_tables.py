@@ -45,13 +45,13 @@ def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: st
         (files_table(inbox_table), files_ddl),
     )
     for table, ddl in tables:
-        if not warehouse.is_delta_table(table):
-            spark.sql(ddl(warehouse, inbox_table))
+        create_if_missing(spark, warehouse, table, ddl(warehouse, inbox_table))
 
 
 def create_if_missing(spark: SparkSession, warehouse: Warehouse, table: str, ddl: str) -> None:
-    """A table beside the DLQ (its metrics, its files) made on first use, as where the DLQ was created from the
-    reference's DDL. Two writers of one DLQ may make it at once (the actions of one DLQ split side by side, or two
-    processes): both commit its first version, one of them conflicts, and its retry finds the table there."""
+    """A DLQ table made if it is not there: with the DLQ, or on first use for a table beside it (its metrics, its
+    files) where the DLQ was created from the reference's DDL. Two writers of one DLQ may make it at once (the
+    actions of one DLQ split side by side, or two processes): both commit its first version, one of them
+    conflicts, and its retry finds the table there."""
     if not warehouse.is_delta_table(table):
         retry_on_conflict(lambda: spark.sql(ddl))
