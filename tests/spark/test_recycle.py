@@ -88,11 +88,21 @@ def test_row_fixed_twice_before_recycle_reaches_validated_once_with_the_last_fix
     assert loop.validated() == [(1, 11, 1.0, "EUR")]
 
 
+def recycled_counts(result) -> dict[str, int]:
+    """The recycled asset's outcome counts, as its materialization shows them in the UI."""
+    [recycled] = [
+        event for event in result.get_asset_materialization_events() if event.asset_key.path[-1] == "recycled"
+    ]
+    shown = recycled.materialization.metadata
+    return {name: shown[name].value for name in ("rows_landed", "rows_requarantined", "rows_exhausted")}
+
+
 def test_attempt_cap_closes_a_row_that_keeps_failing(spark, warehouse, tmp_path):
     loop = Loop(spark, warehouse, tmp_path, max_attempts=1)
     loop.ingest([(1, 1, -1.0, "EUR")])
     loop.fix(1, amount=-2.0)
-    loop.run_recycle()
+    recycle = loop.run_recycle()
+    assert recycled_counts(recycle) == {"rows_landed": 0, "rows_requarantined": 0, "rows_exhausted": 1}
     row = loop.inbox_row(1)
     assert row["_dlq_status"] == "exhausted" and "cap 1" in row["_dlq_reason"]
     # The attempt is the last one made, as the reason counts it.
@@ -106,11 +116,13 @@ def test_a_cap_lowered_below_a_rows_attempts_closes_it_with_its_own_count(spark,
     Loop(spark, warehouse, tmp_path, max_attempts=3).ingest([(1, 1, -1.0, "EUR")])
     first = Loop(spark, warehouse, tmp_path, max_attempts=3)
     first.fix(1, amount=-2.0)
-    first.run_recycle()
+    recycle = first.run_recycle()
+    assert recycled_counts(recycle) == {"rows_landed": 0, "rows_requarantined": 1, "rows_exhausted": 0}
     assert first.inbox_row(1)["_dlq_attempt"] == 2
     lowered = Loop(spark, warehouse, tmp_path, max_attempts=1)
     lowered.fix(1, amount=-3.0)
-    lowered.run_recycle()
+    recycle = lowered.run_recycle()
+    assert recycled_counts(recycle) == {"rows_landed": 0, "rows_requarantined": 0, "rows_exhausted": 1}
     row = lowered.inbox_row(1)
     assert row["_dlq_status"] == "exhausted" and row["_dlq_attempt"] == 2
     assert "each of its 2 attempt(s) (cap 1)" in row["_dlq_reason"]

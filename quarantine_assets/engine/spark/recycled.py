@@ -98,12 +98,12 @@ def recycle_batch(run: StageRun, outbox_rows: DataFrame, commit: BatchCommit) ->
     with judged_once(typed.withColumn(ERRORS, error_details(F.col(FAILED_RULES), action.rules))) as judged:
         landing = Landing(action, commit.stream_id, batch_id)
         inbox_path = warehouse.path(action.quarantine.inbox_table)
-        _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
-        with _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing) as (
+        settled_now = _settle_in_inbox(spark, inbox_path, judged, action, columns, run_id, landing)
+        with _landing_outcomes(spark, warehouse, inbox_path, judged, action, columns, landing, settled_now) as (
             outcomes,
+            count,
             landed_elsewhere,
         ):
-            count = {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
             _refuse_unaccounted(outcomes, count, action, batch_id)
             appended = _append_landed(run, outcomes, count.get(LANDS, 0), landing)
             if columns.stamps_landings:
@@ -192,15 +192,16 @@ def _settle_in_inbox(
     columns: DlqColumns,
     run_id: str,
     landing: Landing,
-) -> None:
+) -> int:
     """One MERGE: a failing row goes back to quarantined with attempt + 1, or is closed as exhausted at
     the cap (its attempt stays the last one made); a passing row is tagged with this landing. Only rows
     still `recycled`, not tagged by a landing and not stamped landed change: what the MERGE decided is
-    recorded in the inbox, and a re-run of the batch, which judges it again, changes nothing.
+    recorded in the inbox, and a re-run of the batch, which judges it again, changes nothing. Returns the
+    inbox rows it changed, by Delta's count.
     """
     max_attempts = action.quarantine.max_attempts
     attempt = f"coalesce(dlq.{ATTEMPT}, 1)"
-    at_cap = f"{attempt} >= {max_attempts}" if columns.counts_attempts else "false"
+    at_cap = _at_cap(f"dlq.{ATTEMPT}", action, columns)
     unsettled = f"dlq.{STATUS} = '{RECYCLED}'" + (f" AND dlq.{RESOLVED_AT} IS NULL" if columns.stamps_landings else "")
     touched = {RUN_ID: sql_string(run_id), UPDATED_AT: "current_timestamp()"}
     failed_again = touched | {
@@ -226,7 +227,14 @@ def _settle_in_inbox(
     clauses = [when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) > 0", columns.inbox_values(failed_again))]
     if passed:
         clauses.append(when_matched_update(f"{unsettled} AND size(new.{FAILED_RULES}) = 0", passed))
-    merge_into(inbox_path, judged, same_attempt("dlq", "new", action.quarantine.source_table, columns), clauses)
+    on = same_attempt("dlq", "new", action.quarantine.source_table, columns)
+    return int(merge_into(inbox_path, judged, on, clauses)["num_updated_rows"])
+
+
+def _at_cap(attempt: str, action: DataQualityAction, columns: DlqColumns) -> str:
+    """Whether a row at `attempt` (a column, NULL before the column was added: the first) that fails again is
+    closed as exhausted rather than returned, as SQL."""
+    return f"coalesce({attempt}, 1) >= {action.quarantine.max_attempts}" if columns.counts_attempts else "false"
 
 
 def _supplied_values_redacted(action: DataQualityAction, alias: str) -> dict[str, str]:
@@ -260,11 +268,17 @@ def _landing_outcomes(
     action: DataQualityAction,
     columns: DlqColumns,
     landing: Landing,
-) -> Iterator[tuple[DataFrame, list[str]]]:
-    """Each row's outcome, read back from the inbox, where the settling MERGE recorded it (the first time
-    the batch ran): only rows tagged with this landing are appended. Beside it, the tags of the other
-    landings whose rows of the batch have landed already. The inbox is read once, kept in Spark's block
-    store for the block: the outcomes are counted, checked and appended from that one read.
+    settled_now: int,
+) -> Iterator[tuple[DataFrame, dict[str, int], list[str]]]:
+    """Each row's outcome and the rows per outcome, and beside them the tags of the other landings whose rows
+    of the batch have landed already.
+
+    Where the settling MERGE changed every row of the batch (`settled_now`, as the first run of a batch
+    does), it decided each outcome as the judged batch says: a passing row is tagged with this landing, a
+    failing one returned or closed at the cap. Otherwise each outcome is read back from the inbox, where the
+    settling MERGE recorded it the first time the batch ran: only rows tagged with this landing are appended.
+    The inbox is read once, kept in Spark's block store for the block: the outcomes are counted, checked and
+    appended from that one read.
 
     A row tagged by another landing, and not stamped, was left by a crash between that landing's append
     and its stamp, and then a reset checkpoint: if the validated table's log holds that append, the row
@@ -272,9 +286,20 @@ def _landing_outcomes(
     passing row lands and a failing one is back in the inbox, as judged now: the append's transaction id
     still keeps a replayed batch from landing twice.
     """
+    passed = F.size(FAILED_RULES) == 0
     if not columns.stamps_landings:
-        passed = F.size(FAILED_RULES) == 0
-        yield judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED))), []
+        as_judged = judged.withColumn("_outcome", F.when(passed, F.lit(LANDS)).otherwise(F.lit(QUARANTINED)))
+        yield as_judged, _counted(as_judged), []
+        return
+    closed = F.expr(_at_cap(ATTEMPT, action, columns))
+    as_judged = judged.withColumn(
+        "_outcome", F.when(passed, F.lit(LANDS)).when(closed, F.lit(EXHAUSTED)).otherwise(F.lit(QUARANTINED))
+    )
+    count = _counted(as_judged)
+    # The inbox holds one row per key, which the MERGE matched on: as many changed as the batch has rows
+    # means each row of the batch was changed by this MERGE, as it judged it.
+    if sum(count.values()) == settled_now:
+        yield as_judged, count, []
         return
     settled = _settled(spark, inbox_path, judged, action, columns).persist()
     try:
@@ -283,9 +308,14 @@ def _landing_outcomes(
             _tag_again(spark, inbox_path, judged, action, columns, never_landed, landing)
             settled.unpersist()
             settled = _settled(spark, inbox_path, judged, action, columns).persist()
-        yield _with_outcome(settled, warehouse, columns, landing, landed_elsewhere), landed_elsewhere
+        outcomes = _with_outcome(settled, warehouse, columns, landing, landed_elsewhere)
+        yield outcomes, _counted(outcomes), landed_elsewhere
     finally:
         settled.unpersist()
+
+
+def _counted(outcomes: DataFrame) -> dict[str, int]:
+    return {row["_outcome"]: row["count"] for row in outcomes.groupBy("_outcome").count().collect()}
 
 
 def _other_landings(
