@@ -75,6 +75,8 @@ def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit)
     fixed again meanwhile stays `fixed`, and a later batch sends it with its last payload. The append
     sends exactly the rows this batch marked (each tagged with the batch), idempotent on (stream,
     batch): a re-run after a crash between the two finds them marked and appends them; a replay adds nothing.
+    Where the mark moved every fix of the batch, as the first run of a batch nearly always does, those are
+    the rows it marked; otherwise they are read back from the inbox by their tag.
     """
     spark, action, warehouse, columns, run_id = run.spark, run.action, run.warehouse, run.columns, run.run_id
     source_table = action.quarantine.source_table
@@ -85,8 +87,12 @@ def send_batch_to_outbox(run: StageRun, changes: DataFrame, commit: BatchCommit)
         named = _fixes_to_name(fixed)
         if named == []:  # changes without a fixed row leave both tables alone
             return OutboxReport(batches=1)
-        _mark_recycled(spark, inbox_path, fixed, named, source_table, columns, run_id, tag)
-        marked = fixed.join(_recycled_by(spark, inbox_path, source_table, columns, tag), list(_ROW), "semi")
+        marked_now = _mark_recycled(spark, inbox_path, fixed, named, source_table, columns, run_id, tag)
+        # The inbox holds one row per key, and the batch one fix per key: as many moved as the batch has fixes
+        # means the mark moved each of them.
+        marked = fixed
+        if marked_now != (len(named) if named is not None else fixed.count()):
+            marked = fixed.join(_recycled_by(spark, inbox_path, source_table, columns, tag), list(_ROW), "semi")
         outbox_rows = marked.select(
             *_ROW,
             ROW_DATA,
@@ -120,10 +126,10 @@ def _mark_recycled(
     columns: DlqColumns,
     run_id: str,
     tag: str,
-) -> None:
+) -> int:
     """Each fix of the batch still in the inbox as it was read (`fixed`, its rows `named` when few) becomes
-    `recycled`, tagged with the batch. A few fixes are named in an UPDATE, which spares Delta a MERGE's join;
-    more are joined in a MERGE."""
+    `recycled`, tagged with the batch; returns the rows moved, by Delta's count. A few fixes are named in an
+    UPDATE, which spares Delta a MERGE's join; more are joined in a MERGE."""
     values = columns.inbox_values(
         {
             STATUS: f"'{RECYCLED}'",
@@ -135,17 +141,16 @@ def _mark_recycled(
     still_fixed = f"dlq.{STATUS} = '{FIXED}'"
     if named is not None:
         that_fix = " OR ".join(f"({_that_fix(row, columns)})" for row in named)
-        update_where(
-            spark, inbox_path, values, f"{scoped_source('dlq', source_table)} AND {still_fixed} AND ({that_fix})"
-        )
-        return
+        condition = f"{scoped_source('dlq', source_table)} AND {still_fixed} AND ({that_fix})"
+        return int(update_where(spark, inbox_path, values, condition)["num_affected_rows"])
     still_that_fix = f" AND dlq.{UPDATED_AT} <=> new.{FIXED_AT}" if UPDATED_AT in columns.inbox else ""
-    merge_into(
+    merged = merge_into(
         inbox_path,
         fixed,
         same_attempt("dlq", "new", source_table, columns),
         [when_matched_update(still_fixed + still_that_fix, values)],
     )
+    return int(merged["num_affected_rows"])
 
 
 def _that_fix(fix: Row, columns: DlqColumns) -> str:
