@@ -229,6 +229,9 @@ def _unmark_unsent(
         )
         .select(*_ROW, attempt_column(columns, "marked").alias(ATTEMPT), UPDATED_BY)
     )
+    # As nearly always (an outbox's first run): no row is marked, and the outbox need not be read.
+    if marked.isEmpty():
+        return
     sent = (
         spark.read.format("delta")
         .load(warehouse.path(action.quarantine.outbox_table))
@@ -236,7 +239,7 @@ def _unmark_unsent(
         .select(*_ROW, attempt_column(columns, "sent").alias(ATTEMPT))
     )
     unsent = marked.join(sent, [*_ROW, ATTEMPT], "left_anti")
-    if unsent.isEmpty():  # as nearly always: no commit, which a sensor would take for news
+    if unsent.isEmpty():  # no commit, which a sensor would take for news
         return
     values = {
         STATUS: f"'{FIXED}'",
