@@ -1,10 +1,12 @@
 """Test files of the suite run as `make test` runs them (expressions interpreted, the suite's setting), and with
 Spark's default, code generation, as the baseline: the same files, in turns, each run in a JVM of its own.
 
-    .venv/bin/python benchmarks/test_suite.py [--rounds 2] [tests/spark/test_data_checks.py ...]
+    .venv/bin/python benchmarks/test_suite.py [--rounds 2] [--submit-args="--conf ..."]... [tests/spark/...py ...]
 
-Each run's wall time includes its JVM start, the same in both settings. Results go to
-`benchmarks/results/test-suite-*.json`.
+Each `--submit-args` adds a setting: the suite's, with those `spark-submit` arguments before its own (a
+Spark setting, `--conf spark.sql.adaptive.enabled=false`; the JVM's options, `--driver-java-options
+'-XX:TieredStopAtLevel=1'`). Each run's wall time includes its JVM start, the same in every
+setting. Results go to `benchmarks/results/test-suite-*.json`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ from pathlib import Path
 from harness import write_results
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from conftest import INTERPRETED  # noqa: E402
+
 DEFAULT_FILES = ("tests/spark/test_data_checks.py",)
 # The suite's conftest sets PYSPARK_SUBMIT_ARGS only when it is unset: given, it keeps Spark's defaults.
-SETTINGS = {
-    "interpreted (the suite's)": {},
-    "code generation (Spark's default)": {"PYSPARK_SUBMIT_ARGS": "pyspark-shell"},
-}
+SUITE = "interpreted (the suite's)"
+CODE_GENERATION = "code generation (Spark's default)"
+SETTINGS = {SUITE: {}, CODE_GENERATION: {"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}}
+
+
+def with_submit_args(arguments: str) -> dict[str, str]:
+    """The suite's setting, with more `spark-submit` arguments."""
+    return {"PYSPARK_SUBMIT_ARGS": f"{arguments} {INTERPRETED}"}
 
 
 def run_seconds(files: list[str], extra: dict[str, str]) -> float:
@@ -46,25 +55,34 @@ def run_seconds(files: list[str], extra: dict[str, str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-code-generation", action="store_true", help="leave out Spark's default setting")
+    parser.add_argument("--submit-args", action="append", default=[], help="spark-submit arguments of one more setting")
     parser.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     options = parser.parse_args()
-    seconds = {setting: [] for setting in SETTINGS}
+    baselines = {SUITE: SETTINGS[SUITE]} if options.no_code_generation else SETTINGS
+    settings = baselines | {f"the suite's, with {more}": with_submit_args(more) for more in options.submit_args}
+    seconds = {setting: [] for setting in settings}
     for _ in range(options.rounds):
-        for setting, extra in SETTINGS.items():
+        for setting, extra in settings.items():
             seconds[setting].append(run_seconds(options.files, extra))
             print(setting, seconds[setting][-1], flush=True)
     medians = {setting: statistics.median(values) for setting, values in seconds.items()}
-    interpreted, generated = medians.values()
+    over_suite = {setting: round(median / medians[SUITE], 2) for setting, median in medians.items()}
     path = write_results(
         "test-suite",
         {
             "files": options.files,
             "seconds": seconds,
             "medians": medians,
-            "interpreted_over_code_generation": round(interpreted / generated, 2),
+            "interpreted_over_code_generation": (
+                round(medians[SUITE] / medians[CODE_GENERATION], 2) if CODE_GENERATION in medians else None
+            ),
+            "over_the_suites_setting": over_suite,
         },
     )
-    print(f"interpreted / code generation: {interpreted / generated:.2f}; results in {path}")
+    for setting, ratio in over_suite.items():
+        print(f"{setting}: {ratio:.2f} of the suite's time")
+    print(f"results in {path}")
 
 
 if __name__ == "__main__":
