@@ -93,26 +93,29 @@ def main() -> None:
     options = parser.parse_args()
     before = set(spark_jvms())
     started = time.perf_counter()
-    tests = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options.files],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    last: dict[int, JvmSample] = {}
-    while tests.poll() is None:
-        for pid in set(spark_jvms()) - before:
-            last[pid] = sample(pid) or last.get(pid)
-        time.sleep(2)
-    wall = round(time.perf_counter() - started, 1)
-    output = tests.stdout.read()
-    if tests.returncode != 0:
-        raise SystemExit(f"{options.files} failed:\n{output[-3000:]}")
+    # Into a file, not a pipe: a pipe nobody reads while the tests run would stall them once full.
+    with tempfile.TemporaryFile("w+") as output:
+        tests = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options.files],
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        last: dict[int, JvmSample] = {}
+        while tests.poll() is None:
+            for pid in set(spark_jvms()) - before:
+                last[pid] = sample(pid) or last.get(pid)
+            time.sleep(2)
+        wall = round(time.perf_counter() - started, 1)
+        if tests.returncode != 0:
+            output.seek(0)
+            raise SystemExit(f"{options.files} failed:\n{output.read()[-3000:]}")
     jvms = [jvm for jvm in last.values() if jvm is not None]
     total = JvmSample(
         *(round(sum(getattr(jvm, name) for jvm in jvms), 1) for name in ("cpu_seconds", "jit_seconds", "gc_seconds"))
     )
+    # pytest's process and the processes it waited for; the Spark JVMs' CPU is counted above, from /proc.
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     path = write_results(
         "suite-profile",
@@ -124,7 +127,6 @@ def main() -> None:
             "jit_share_of_jvm_cpu": round(total.jit_seconds / total.cpu_seconds, 2) if total.cpu_seconds else None,
             "gc_share_of_jvm_cpu": round(total.gc_seconds / total.cpu_seconds, 2) if total.cpu_seconds else None,
             "python_cpu_seconds": round(children.ru_utime + children.ru_stime, 1),
-            "cpus": os.cpu_count(),
         },
     )
     print(
