@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from builders import ORDERS_SCHEMA, orders_action
 from dagster import DagsterInstance, SensorResult, build_sensor_context
+from dlq_template import dlq_tables_from_template
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Project
 from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.keys import OUTBOX, RECYCLED, asset_key
 from quarantine_assets.defs.resources import HealthThresholds, default_resources
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 
 
@@ -26,7 +26,7 @@ class Loop:
         retention_days: int | None = None,
         max_reject_ratio: float | None = None,
         thresholds: HealthThresholds | None = None,
-        create_tables=create_dlq_tables,
+        create_tables=dlq_tables_from_template,
     ):
         action = orders_action()
         self.action = action.model_copy(

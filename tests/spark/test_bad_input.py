@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import FileSource, Rule
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.outbox import run_outbox
 from quarantine_assets.engine.spark.recycled import run_recycled
@@ -77,7 +77,7 @@ def test_records_that_do_not_parse_are_quarantined_with_their_raw_text_and_reaso
     landing.mkdir()
     (landing / f"batch.{file_format}").write_text(text)
     action = file_action(landing, file_format, **options)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     report = run_split(spark, action, warehouse, "run")
 
@@ -133,7 +133,7 @@ def test_a_parse_message_names_each_value_that_does_not_fit_under_the_sources_ow
             "rules": (),
         }
     )
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
@@ -174,7 +174,7 @@ def test_in_dqe_mode_a_csv_file_whose_header_names_other_columns_is_refused_and_
 
 def test_a_column_added_to_the_source_is_added_to_the_validated_table(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     spark.createDataFrame([(1, 1, 1.0, "EUR")], ORDERS_SCHEMA).write.format("delta").save(source)
     run_split(spark, action, warehouse, "first")
@@ -202,7 +202,7 @@ def test_a_retyped_or_dropped_source_column_is_refused_with_a_code_and_nothing_i
     spark, warehouse, change, new_schema, row
 ):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     first = [(1, 1, 1.0, "EUR", "a"), (2, None, 2.0, "EUR", "b")]
     spark.createDataFrame(first, ORDERS_SCHEMA + ", note STRING").write.format("delta").save(source)
@@ -221,7 +221,7 @@ def test_a_retyped_or_dropped_source_column_is_refused_with_a_code_and_nothing_i
 
 def test_a_lost_split_checkpoint_is_refused_instead_of_writing_every_row_again(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     spark.createDataFrame([(1, 1, 1.0, "EUR"), (2, None, 2.0, "EUR")], ORDERS_SCHEMA).write.format("delta").save(source)
     run_split(spark, action, warehouse, "first")
@@ -239,7 +239,7 @@ def test_tables_vacuumed_between_runs_keep_every_row_moving(spark, warehouse):
     """Vacuumed to nothing but the current snapshots, while a fixed row waits for the outbox: the
     change files the outbox would have read are gone, and it starts again from the inbox."""
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     source = str(warehouse.path(action.source.table))
     tables = [action.target_table, action.quarantine.inbox_table, action.quarantine.outbox_table, action.source.table]
 
@@ -285,7 +285,7 @@ def test_a_thousand_columns_and_a_ten_megabyte_value_round_trip_exactly(spark, w
     width = 1_000
     rules = (Rule(name="valid_c0", expression="c0 IS NOT NULL"),)
     action = orders_action(rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     big = "".join(chr(0x41 + n % 26) for n in range(10 * 1024 * 1024))
     columns = [F.col("id").cast("int").alias("row_no")] + [
         F.when((F.col("id") == 1) & F.lit(n == 0), F.lit(None)).otherwise(F.col("id") * 1_000 + n).alias(f"c{n}")

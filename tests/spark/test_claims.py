@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
@@ -16,7 +17,6 @@ from quarantine_assets.engine.lake.claims import claims
 from quarantine_assets.engine.lake.ownership import source_owner
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark.claims import transfer_claim
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import OwnershipError
@@ -37,7 +37,7 @@ def ingest(spark, warehouse, action, rows):
 
 
 def test_the_first_writer_claims_the_slice_and_a_second_owner_is_refused_before_writing(spark, warehouse):
-    create_dlq_tables(spark, warehouse, FIRST.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, FIRST.quarantine.inbox_table)
     ingest(spark, warehouse, FIRST, [(1, None, 1.0, "EUR")])
     run_split(spark, FIRST, warehouse, "first-run")
     inbox_version = len(list((Path(warehouse.path("demo.ops.dlq")) / "_delta_log").glob("*.json")))
@@ -60,7 +60,7 @@ def test_the_first_writer_claims_the_slice_and_a_second_owner_is_refused_before_
 
 
 def test_an_operator_of_another_owner_is_refused_and_a_transfer_hands_the_slice_over(spark, warehouse):
-    create_dlq_tables(spark, warehouse, FIRST.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, FIRST.quarantine.inbox_table)
     ingest(spark, warehouse, FIRST, [(1, None, 1.0, "EUR")])
     run_split(spark, FIRST, warehouse, "run")
     key = spark.read.format("delta").load(str(warehouse.path("demo.ops.dlq"))).first()["_dlq_sk"]
@@ -114,7 +114,7 @@ RACER = textwrap.dedent(
 
 
 def test_two_processes_racing_to_claim_one_slice_leave_exactly_one_owner(spark, warehouse, tmp_path):
-    create_dlq_tables(spark, warehouse, FIRST.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, FIRST.quarantine.inbox_table)
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", RACER, str(warehouse.root), name, str(tmp_path / f"ready-{name}")],

@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 from builders import ORDER_RULES, ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 from faults import Killed, kill_once
 from graph_driver import Loop
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
 from quarantine_assets.engine.spark import outbox, recycled, split, streams
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.recycled import run_recycled
 from quarantine_assets.engine.spark.retention import purge_resolved
@@ -71,7 +71,7 @@ def test_a_rerun_after_a_kill_before_the_stamp_keeps_the_first_verdict_of_a_rule
 ):
     """The re-run of the recycled batch judges it again; what the first run settled and landed stays so."""
     action = orders_action(rules=ORDER_RULES + (Rule(name="coin", expression="rand() < 0.5"),))
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(n, None, 1.0, "EUR") for n in range(40)]  # each fails valid_order_id
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
     run_split(spark, action, warehouse, "run")
@@ -249,11 +249,10 @@ def test_a_landing_whose_append_lost_a_row_fails_the_batch_before_stamping_it(lo
 def test_an_action_moved_to_another_pipeline_replays_a_batch_under_the_same_identity(spark, warehouse):
     """A crash after both commits and before the checkpoint's; the action then moved (`transfer-claim`)."""
     from builders import orders_action
-
-    from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
+    from dlq_template import dlq_tables_from_template
 
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, 1, 1.0, "EUR"), (2, None, 1.0, "EUR")]
     spark.createDataFrame(rows, ORDERS_SCHEMA).write.format("delta").save(str(warehouse.path(action.source.table)))
     batch = spark.read.format("delta").load(str(warehouse.path(action.source.table)))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
 from dagster import AssetCheckSeverity, DagsterInstance
+from dlq_template import dlq_tables_from_template
 from faults import Killed, kill_once
 from reference_ddl import create_reference_tables
 from typer.testing import CliRunner
@@ -22,7 +23,6 @@ from quarantine_assets.defs.definitions import SPLIT_JOB, build_definitions
 from quarantine_assets.defs.file_redrive_job import REDRIVE_FILE_JOB
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.engine.spark import file_quarantine, file_redrive, split
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.file_quarantine import set_aside_files
 from quarantine_assets.engine.spark.file_redrive import redrive_file
 from quarantine_assets.engine.spark.retention import purge_resolved
@@ -78,7 +78,7 @@ def test_a_batch_goes_on_without_the_files_it_cannot_read_and_each_is_one_record
     (landing / "not csv.csv.gz").write_bytes(b"PK\x03\x04 a zip, not gzip")
     (landing / "c.csv").write_text(csv_text(5) + "6,6,not a number,EUR\n")
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     report = run_split(spark, action, warehouse, "run-1")
 
@@ -107,7 +107,7 @@ def test_a_redriven_file_lands_once_and_cannot_be_redriven_twice(spark, warehous
     (landing / "b.csv").write_text(csv_text(2, 3, header="order_id,row_no,amount,currency"))
     action = file_action(landing)
     project = [action]
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     run_split(spark, action, warehouse, "run-1")
 
     with pytest.raises(QuarantineError) as still_bad:
@@ -141,7 +141,7 @@ def test_a_redrive_killed_between_its_commits_is_finished_by_the_same_command(
     (landing / "b.csv").write_text(csv_text(1, header="x,y,z,w") + "2,2,x,EUR\n")
     action = file_action(landing)
     project = [action]
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     run_split(spark, action, warehouse, "run-1")
     (landing / "b.csv").write_text(csv_text(1) + "2,2,x,EUR\n")
     kill_once(monkeypatch, module, killed_at)
@@ -165,7 +165,7 @@ def test_a_batch_rerun_after_a_kill_keeps_its_file_set_aside_even_once_fixed(spa
     (landing / "b.csv").write_text(csv_text(2, header="x,y,z,w"))
     action = file_action(landing)
     project = [action]
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     kill_once(monkeypatch, split, "_append_validated")
 
     with pytest.raises(Killed):
@@ -184,7 +184,7 @@ def test_a_file_read_fails_but_that_reads_alone_fails_the_batch_and_sets_nothing
     (landing / "a.csv").write_text(csv_text(1))
     (landing / "b.csv").write_text(csv_text(2, header="x,y,z,w"))
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     monkeypatch.setattr(file_quarantine, "unreadable", lambda *_: None)
 
     with pytest.raises(QuarantineError) as raised:
@@ -203,7 +203,7 @@ def test_files_whose_names_look_like_globs_are_each_read_once(spark, warehouse, 
         (landing / name).write_text(csv_text(number))
     action = file_action(landing, mode=mode)
     if mode == "quarantine":
-        create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+        dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run-1")
 
@@ -213,7 +213,7 @@ def test_files_whose_names_look_like_globs_are_each_read_once(spark, warehouse, 
 def test_a_set_aside_file_keeps_no_head_where_the_action_declares_sensitive_columns(spark, warehouse, landing):
     (landing / "b.csv").write_text(csv_text(1, header="x,y,z,w"))
     action = file_action(landing, sensitive_columns=("currency",))
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run-1")
 
@@ -231,7 +231,7 @@ def test_through_dagster_a_set_aside_file_warns_and_its_job_redrives_it_and_the_
         Project(config_dir=tmp_path, env="test", actions=(action,)), default_resources(warehouse.root)
     )
     instance = DagsterInstance.ephemeral()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     split_run = defs.resolve_job_def(SPLIT_JOB).execute_in_process(instance=instance)
 
@@ -283,7 +283,7 @@ def test_a_file_gone_between_its_listing_and_its_read_is_set_aside_not_skipped(s
     (landing / "a.csv").write_text(csv_text(1))
     (landing / "b.csv").write_text(csv_text(2))
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     listed = split.FileBatch.of
 
     def listed_then_gone(*args):
@@ -308,7 +308,7 @@ def test_a_batch_read_by_name_keeps_the_partition_columns_of_its_folders(spark, 
     (landing / "region=us" / "b.csv").write_text(csv_text(2))
     (landing / "region=us" / "c.csv").write_text(csv_text(3, header="x,y,z,w"))
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run-1")
 
@@ -322,7 +322,7 @@ def test_the_purge_deletes_records_of_redriven_files_and_keeps_those_still_waiti
     (landing / "b.csv").write_text(csv_text(1, header="x,y,z,w"))
     (landing / "c.csv").write_text(csv_text(2, header="x,y,z,w"))
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     run_split(spark, action, warehouse, "run-1")
     fixed_and_redriven(spark, warehouse, action, landing / "b.csv", csv_text(1))
 

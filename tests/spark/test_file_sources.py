@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from builders import ORDER_RULES, orders_action
+from dlq_template import dlq_tables_from_template
 from typer.testing import CliRunner
 
 from quarantine_assets.cli import app
 from quarantine_assets.config.models import FileSource, Rule
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.outbox import run_outbox
 from quarantine_assets.engine.spark.recycled import run_recycled
@@ -36,7 +36,7 @@ def test_csv_read_without_its_header_is_refused_before_anything_is_written(spark
     landing = tmp_path / "landing"
     write_csv(landing, "a.csv", "row_no,order_id,amount,currency\n1,1,1.0,EUR\n")
     action = file_action(landing)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     with pytest.raises(ConfigError) as raised:
         run_split(spark, action, warehouse, "run")
@@ -52,7 +52,7 @@ def test_without_inferred_column_types_every_column_is_a_string(spark, warehouse
     text_amounts = "row_no,order_id,amount,currency\n1,1,1.0,EUR\n2,,2.0,EUR\n3,3,n/a,EUR\n"
     write_csv(landing, "a.csv", text_amounts)
     action = file_action(landing, options={"header": "true"})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     report = run_split(spark, action, warehouse, "run")
 
@@ -69,7 +69,7 @@ def test_schema_hints_retype_inferred_columns_and_the_schema_is_pinned_between_r
     action = file_action(
         landing, options={"header": "true"}, schema_hints="amount DECIMAL(10,2)", schema_location=str(schemas)
     )
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     run_split(spark, action, warehouse, "first")
     pinned = (schemas / PINNED_SCHEMA).read_text()
 
@@ -124,7 +124,7 @@ def test_any_column_name_spark_reads_is_stored_and_survives_the_round_trip(spark
     rules = (Rule(name="non_negative_price", expression="`unit price` >= 0"),)
     action = file_action(landing, options={"header": "true"}, infer_column_types=True)
     action = action.model_copy(update={"rules": rules})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "split")
     key = spark.read.format("delta").load(str(warehouse.path(action.quarantine.inbox_table))).first()["_dlq_sk"]

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 from faults import Killed, kill_once
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
 from quarantine_assets.engine.lake.tables import Warehouse
 from quarantine_assets.engine.spark import outbox, recycled, split
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 
 RULE_POOL = (
@@ -58,7 +58,7 @@ def test_every_row_is_validated_once_or_open_in_the_inbox_whatever_the_rules_and
     warehouse = Warehouse(tmp_path)
     rules = tuple(rng.sample(RULE_POOL, rng.randint(1, 4)))
     action = orders_action(rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     sent = [
         (
             n,

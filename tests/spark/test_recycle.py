@@ -9,10 +9,10 @@ import threading
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
 from dagster import SensorResult, SkipReason
+from dlq_template import dlq_tables_from_template
 from graph_driver import Loop
 
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import discard_rows, fix_rows
 from quarantine_assets.engine.spark.outbox import run_outbox
 from quarantine_assets.engine.spark.recycled import run_recycled
@@ -270,7 +270,7 @@ def test_odd_column_names_survive_the_round_trip_through_the_dlq(spark, warehous
     schema = "`row.no` INT, `unit.price` DOUBLE, `o'brien` STRING"
     rules = (Rule(name="non_negative_price", expression="`unit.price` >= 0"),)
     action = orders_action(name="dq_odd", source_table="demo.bronze.odd", rules=rules)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     spark.createDataFrame([(1, -2.5, "x"), (2, 3.0, "y")], schema).write.format("delta").save(
         str(warehouse.path(action.source.table))
     )

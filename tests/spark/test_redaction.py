@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from builders import orders_action
+from dlq_template import dlq_tables_from_template
 from file_scan import files_holding_text
 from pyspark.sql import functions as F
 from test_file_sources import write_csv
 
 from quarantine_assets.config.models import FileSource
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.outbox import run_outbox
 from quarantine_assets.engine.spark.recycled import run_recycled
@@ -46,7 +46,7 @@ def payloads(spark, path: str, change_feed: bool = False):
 @pytest.mark.parametrize("method", ["mask", "sha256"])
 def test_sensitive_values_are_in_no_dlq_file_and_no_change_feed_row(spark, warehouse, method):
     action = redacting_action(method)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, 1, 1.0, "EUR", "bob@example.com", "5500000000000004"), (2, None, 2.0, "EUR", EMAIL, CARD)]
     rows += [(3, 3, -1.0, "EUR", None, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
@@ -93,7 +93,7 @@ def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spa
     schema = SCHEMA.replace("card STRING", "card BIGINT")
     source = FileSource(path=str(landing), format="csv", schema_ddl=schema, options={"header": "true"})
     action = redacting_action(source=source)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "split")
 
@@ -108,7 +108,7 @@ def test_a_record_that_did_not_parse_keeps_no_raw_text_of_a_redacting_source(spa
 
 def test_a_redacted_row_recycles_only_with_its_sensitive_values_supplied(spark, warehouse):
     action = redacting_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
     run_split(spark, action, warehouse, "split")
@@ -133,7 +133,7 @@ def test_a_sensitive_column_the_source_lacks_is_refused_before_anything_is_writt
     action = redacting_action()
     quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card", named)})
     action = action.model_copy(update={"quarantine": quarantine})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(2, None, 2.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
 
@@ -153,7 +153,7 @@ def test_a_fix_whose_sensitive_value_does_not_fit_fails_without_showing_the_valu
     action = redacting_action()
     quarantine = action.quarantine.model_copy(update={"sensitive_columns": ("card",)})
     action = action.model_copy(update={"quarantine": quarantine})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", 4111111111111111)]
     schema = "row_no INT, order_id INT, amount DOUBLE, currency STRING, card BIGINT"
     spark.createDataFrame(rows, schema).write.format("delta").save(warehouse.path(action.source.table))
@@ -183,7 +183,7 @@ def test_values_a_fix_supplies_are_redacted_once_landed_or_failed_and_purged_fro
     or failed again its inbox and outbox rows hold them redacted, and `purge --physically` removes the files of
     their earlier images (the fix's, the change feed's) once the outbox has read them."""
     action = redacting_action(method)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = [(1, None, 1.0, "EUR", EMAIL, CARD), (2, None, 2.0, "EUR", EMAIL, CARD)]
     spark.createDataFrame(rows, SCHEMA).write.format("delta").save(warehouse.path(action.source.table))
     run_split(spark, action, warehouse, "split")

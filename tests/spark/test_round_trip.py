@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from builders import orders_action
+from dlq_template import dlq_tables_from_template
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from quarantine_assets.config.models import Rule
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.operator import fix_rows
 from quarantine_assets.engine.spark.outbox import run_outbox
 from quarantine_assets.engine.spark.recycled import run_recycled
@@ -64,7 +64,7 @@ def rows_by_number(frame) -> dict[int, dict]:
 @pytest.fixture
 def every_type(spark, warehouse):
     action = orders_action(name="dq_types", source_table="demo.bronze.types", rules=FLAG_RULE)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     schema = StructType.fromDDL(EVERY_TYPE)
     source = spark.sql(ROWS).select(
         *[F.col(f"col{index + 1}").cast(field.dataType).alias(field.name) for index, field in enumerate(schema)]
@@ -141,7 +141,7 @@ def test_a_value_that_would_change_fails_payload_type_naming_path_and_value(
 
 def test_a_source_map_with_keys_that_are_not_strings_is_refused_before_anything_is_written(spark, warehouse):
     action = orders_action(name="dq_maps", source_table="demo.bronze.maps", rules=FLAG_RULE)
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     spark.sql("SELECT 1 AS row_no, 'bad' AS flag, array(named_struct('counts', map(1, 'one'))) AS items").write.format(
         "delta"
     ).save(str(warehouse.path(action.source.table)))

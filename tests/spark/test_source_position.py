@@ -12,10 +12,10 @@ import deltalake
 import pyarrow.parquet
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 
 from quarantine_assets.config.models import FileSource
 from quarantine_assets.engine.lake.locate import record_location, source_line
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.split import run_split
 from quarantine_assets.errors import OperatorError
 
@@ -73,7 +73,7 @@ def test_the_original_record_is_read_back_from_the_dlq_row_alone(spark, warehous
         options = {"header": "true"} if source_format == "csv" else {}
         source = FileSource(path=str(landing), format=source_format, options=options, schema_ddl=ORDERS_SCHEMA)
         action = action.model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
@@ -169,7 +169,7 @@ def test_a_rows_line_number_and_byte_offset_find_its_record(spark, warehouse, tm
     (landing / f"awkward name.{source_format}").write_bytes(line_end.join(lines).encode() + line_end.encode())
     source = FileSource(path=str(landing), format=source_format, options=options, schema_ddl=ORDERS_SCHEMA)
     action = orders_action().model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     run_split(spark, action, warehouse, "run")
 
@@ -193,7 +193,7 @@ def test_the_line_number_holds_in_a_file_spark_read_in_several_splits(spark, war
     (landing / "big.json").write_text("\n".join(lines) + "\n")
     source = FileSource(path=str(landing), format="json", schema_ddl=ORDERS_SCHEMA)
     action = orders_action().model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "500")  # about 8 lines per split
     try:
         run_split(spark, action, warehouse, "run")

@@ -10,12 +10,12 @@ from urllib.parse import urlparse
 
 import pytest
 from builders import ORDERS_SCHEMA, orders_action
+from dlq_template import dlq_tables_from_template
 from graph_driver import Loop
 from pyspark.sql import functions as F
 
 from quarantine_assets.config.models import Rule
 from quarantine_assets.defs.definitions import SPLIT_JOB
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.engine.spark.split import SPLIT_STREAM, run_split, split_batch
 from quarantine_assets.engine.spark.streams import BatchCommit, StageRun
 from quarantine_assets.errors import DataQualityFailure, MissingTableError
@@ -85,7 +85,7 @@ def passes(row) -> bool:
 
 def test_validated_and_inbox_partition_random_batches_including_nulls(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rng = random.Random(7)
     sent = []
     for batch in range(3):
@@ -104,7 +104,7 @@ def test_validated_and_inbox_partition_random_batches_including_nulls(spark, war
 
 def test_null_rule_result_goes_to_inbox_and_is_named(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     append_source(spark, warehouse, action, [(1, 10, None, "EUR")])
     report = run_split(spark, action, warehouse, run_id="run")
 
@@ -123,7 +123,7 @@ def test_null_rule_result_goes_to_inbox_and_is_named(spark, warehouse):
 
 def test_a_delta_sources_inbox_row_names_the_data_file_that_holds_it_and_when_it_arrived(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     append_source(spark, warehouse, action, [(1, 10, -1.0, "EUR"), (2, 20, 1.0, "EUR")])
     append_source(spark, warehouse, action, [(3, None, 3.0, "USD"), (4, 40, 4.0, "XXX")])
     run_split(spark, action, warehouse, run_id="run")
@@ -141,7 +141,7 @@ def test_a_delta_sources_inbox_row_names_the_data_file_that_holds_it_and_when_it
 
 def test_rerun_without_new_input_adds_nothing(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     append_source(spark, warehouse, action, random_orders(random.Random(1), 0, 30))
     first = run_split(spark, action, warehouse, run_id="first")
     second = run_split(spark, action, warehouse, run_id="second")
@@ -154,7 +154,7 @@ def test_rerun_without_new_input_adds_nothing(spark, warehouse):
 def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
     """A crash after the writes but before the checkpoint commit replays the same batch id."""
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     batch = source_batch(spark, warehouse, action, random_orders(random.Random(2), 0, 40))
     first = split_batch(
         StageRun(spark, action, warehouse, "crashed"), batch, BatchCommit.of(action, SPLIT_STREAM, "stream-1", 0)
@@ -176,7 +176,7 @@ def test_replaying_a_batch_after_a_crash_adds_nothing(spark, warehouse):
 
 def test_identical_bad_rows_in_two_batches_and_one_batch_are_all_kept(spark, warehouse):
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     bad = (1, None, 5.0, "EUR")
     append_source(spark, warehouse, action, [bad, bad])
     run_split(spark, action, warehouse, run_id="one")
@@ -190,7 +190,7 @@ def test_identical_bad_rows_in_two_batches_and_one_batch_are_all_kept(spark, war
 def test_two_sources_share_one_dlq_without_touching_each_other(spark, warehouse):
     orders = orders_action()
     returns = orders_action(name="dq_returns", source_table="demo.bronze.returns")
-    create_dlq_tables(spark, warehouse, orders.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, orders.quarantine.inbox_table)
     append_source(spark, warehouse, orders, [(1, None, 1.0, "EUR")])
     append_source(spark, warehouse, returns, [(1, None, 1.0, "EUR"), (2, None, 1.0, "EUR")])
     run_split(spark, orders, warehouse, run_id="o")
@@ -252,7 +252,7 @@ def test_a_rule_that_reads_the_clock_or_draws_at_random_puts_each_row_in_exactly
 ):
     """Judged twice, rows stamped over the next seconds (or drawn twice) land in both tables or neither."""
     action = orders_action(rules=(Rule(name="judged_now", expression=expression),))
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = 4_000
     # Stamped from now over the next few seconds: the verdict changes while the batch is written.
     spark.range(rows).select(
@@ -273,7 +273,7 @@ def test_a_rerun_after_a_crash_between_the_two_commits_writes_the_first_verdict(
     from quarantine_assets.engine.spark import split
 
     action = orders_action(rules=(Rule(name="judged_now", expression="rand() < 0.5"),))
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     batch = source_batch(spark, warehouse, action, random_orders(random.Random(4), 0, 200))
 
     def crash(*args, **kwargs):
@@ -312,7 +312,7 @@ def test_source_files_gone_after_a_crash_between_the_two_commits_lose_no_row(spa
     (landing / "orders.csv").write_text("\n".join(lines) + "\n")
     source = FileSource(path=str(landing), format="csv", schema_ddl=ORDERS_SCHEMA, options={"header": "true"})
     action = orders_action().model_copy(update={"source": source})
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
 
     def crash(*args, **kwargs):
         shutil.rmtree(landing)
@@ -336,7 +336,7 @@ def test_a_delta_source_vacuumed_after_a_crash_between_the_two_commits_loses_no_
     from quarantine_assets.engine.spark import split
 
     action = orders_action()
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     rows = random_orders(random.Random(6), 0, 80)
     append_source(spark, warehouse, action, rows)
     source = Path(warehouse.path(action.source.table))
@@ -431,7 +431,7 @@ def test_a_batch_over_the_reject_limit_writes_nothing_and_is_read_again_until_th
             "quarantine": action.quarantine.model_copy(update={"max_reject_ratio": 0.5}),
         }
     )
-    create_dlq_tables(spark, warehouse, action.quarantine.inbox_table)
+    dlq_tables_from_template(spark, warehouse, action.quarantine.inbox_table)
     source = warehouse.path(action.source.table)
     first = [(1, 1, 1.0, "EUR"), (2, 2, 2.0, "EUR"), (3, None, 3.0, "EUR")]  # a third rejected
     broken = [(4, None, 1.0, "EUR"), (5, 5, -2.0, "EUR"), (6, 6, 3.0, "EUR")]  # two thirds rejected

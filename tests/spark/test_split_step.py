@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from dagster import AssetKey, DagsterInstance
+from dlq_template import dlq_tables_from_template
 
 from quarantine_assets.config.loader import load_project
 from quarantine_assets.defs import assets
@@ -13,7 +14,6 @@ from quarantine_assets.defs.keys import INBOX, VALIDATED, asset_key
 from quarantine_assets.defs.resources import default_resources
 from quarantine_assets.demo import generate_batch, next_batch_number
 from quarantine_assets.engine.lake.tables import Warehouse
-from quarantine_assets.engine.spark.dlq_tables import create_dlq_tables
 from quarantine_assets.errors import DataQualityFailure
 
 
@@ -21,7 +21,7 @@ from quarantine_assets.errors import DataQualityFailure
 def demo(spark, tmp_path):
     project, warehouse = load_project(warehouse=tmp_path), Warehouse(tmp_path)
     for inbox_table in project.inbox_tables:
-        create_dlq_tables(spark, warehouse, inbox_table)
+        dlq_tables_from_template(spark, warehouse, inbox_table)
     generate_batch(tmp_path / "_landing", next_batch_number(tmp_path / "_landing"))
     orders, customers = (next(a for a in project.actions if a.key == key) for key in ("dq_orders", "dq_customers"))
     defs = build_definitions(project, default_resources(str(tmp_path)))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import SparkSession
 
 from quarantine_assets.config.models import claims_table, files_table, metrics_table, outbox_table
@@ -35,16 +37,20 @@ def upgrade_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: s
     return added
 
 
-def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: str) -> None:
-    """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
-    tables = (
+def dlq_tables(inbox_table: str) -> tuple[tuple[str, Callable[[Warehouse, str], str]], ...]:
+    """The DLQ's tables, each with the function rendering its DDL."""
+    return (
         (inbox_table, inbox_ddl),
         (outbox_table(inbox_table), outbox_ddl),
         (claims_table(inbox_table), claims_ddl),
         (metrics_table(inbox_table), metrics_ddl),
         (files_table(inbox_table), files_ddl),
     )
-    for table, ddl in tables:
+
+
+def create_dlq_tables(spark: SparkSession, warehouse: Warehouse, inbox_table: str) -> None:
+    """Idempotent; a table that exists is left as it is, without asking Spark (delta-rs reads its log)."""
+    for table, ddl in dlq_tables(inbox_table):
         create_if_missing(spark, warehouse, table, ddl(warehouse, inbox_table))
 
 
