@@ -9,8 +9,9 @@ DAGSTER_HOME_DIR := $(CURDIR)/.dagster_home
 demo: $(STAMP) $(DAGSTER_HOME_DIR)/dagster.yaml
 	DAGSTER_HOME=$(DAGSTER_HOME_DIR) $(VENV)/bin/quarantine-assets demo
 
+# Two workers, each with its own JVM, a file at a time: one test's driver leaves the second core mostly idle.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 # The tests that need no JVM (config, codes, SQL text, delta-rs reads): seconds.
 test-fast: $(STAMP)

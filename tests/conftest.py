@@ -1,5 +1,6 @@
-"""One SparkSession for the whole test session (a JVM start costs 15-30 s), and one Spark Connect server that
-the end-to-end tests' Dagster runs and commands attach to, as a deployment's do."""
+"""One SparkSession for the whole test session of a process (a JVM start costs 15-30 s; `make test` runs two such
+processes, pytest-xdist's workers), and one Spark Connect server that the end-to-end tests' Dagster runs and
+commands attach to, as a deployment's do."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ os.environ.setdefault(SPARK_REMOTE_VARIABLE, EMBEDDED)
 # standalone-cluster test gives its server Spark's default, code generation, and compares the tables.
 INTERPRETED = "--conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell"
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", INTERPRETED)
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24, which rich reads once, when the commands' console is
+# made: the tests give each command the width it is to print at.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for variable in ("COLUMNS", "LINES"):
+        os.environ.pop(variable, None)
 CLI = Path(sys.executable).parent / "quarantine-assets"
 # A test that uses one of these starts a JVM, or attaches to one: `-m "not jvm"` (`make test-fast`) leaves it out.
 JVM_FIXTURES = {"spark", "spark_server"}
