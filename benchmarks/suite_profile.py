@@ -1,5 +1,6 @@
 """Where the CPU of a test run goes: the JVMs' JIT compilers and collectors against the rest of their work
-(Spark, Delta), read from each JVM while test files run as `make test` runs them.
+(Spark, Delta), read from each JVM while test files run with the suite's settings, in one process (`make test`
+runs two workers).
 
     .venv/bin/python benchmarks/suite_profile.py [tests/spark/test_recycle.py ...]
 

@@ -1,5 +1,6 @@
-"""Test files of the suite run as `make test` runs them (expressions interpreted, the suite's setting), and with
-Spark's default, code generation, as the baseline: the same files, in turns, each run in a JVM of its own.
+"""Test files of the suite run with its setting (expressions interpreted; in one process, where `make test` runs two
+workers), and with Spark's default, code generation, as the baseline: the same files, in turns, each run in a JVM of
+its own.
 
     .venv/bin/python benchmarks/test_suite.py [--rounds 2] [--submit-args="--conf ..."]... [tests/spark/...py ...]
 
